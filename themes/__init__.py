@@ -1,0 +1,1 @@
+"""Textual themes, each carrying the speculation colours as theme variables."""
