@@ -97,7 +97,7 @@ def summarize(
     s.tok_s = s.tokens / t_decode if t_decode > 0 else 0.0
     t_strategy = sum(r.t_draft + r.t_verify for r in strategy)
     s.spec_tok_s = _tokens(strategy) / t_strategy if t_strategy > 0 else 0.0
-    if plain and s.t_plain > 0:
+    if _tokens(plain) and s.t_plain > 0:
         s.baseline_tok_s = _tokens(plain) / s.t_plain
         # With every step plain (drafter off), the turn is its own baseline.
         ours = s.spec_tok_s if strategy else s.baseline_tok_s

@@ -1,0 +1,227 @@
+"""The speculative decoding loop: draft, verify in one target pass, accept,
+commit, roll back, report.
+
+The engine owns the target's KV cache and the committed tokens. Its model
+is anything with the driver's shape (see llama.py's `Model`; tests use a
+numpy fake). Every round becomes a `Round` event; a turn ends with
+`TurnStats`. Some rounds are plain single-token steps, timed on their own:
+the do-nothing arm that measures the baseline on the same turn.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from specchat.drafters.base import Draft, Drafter
+from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
+from specchat.stats import Round, TurnStats, summarize
+
+MIN_ARM_STEPS = 3  # at least this many baseline steps in a long enough turn
+
+
+@dataclass
+class Turn:
+    """One generated reply."""
+
+    tokens: list[int] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+    stats: TurnStats = field(default_factory=TurnStats)
+    finish: str = ""  # "eos" | "length" | "cancelled" | "context"
+
+    @property
+    def text(self) -> str:
+        return "".join(r.accepted_text + r.target_text for r in self.rounds)
+
+
+class Engine:
+    """Speculative decoding on one target model."""
+
+    def __init__(
+        self,
+        target,
+        drafter: Drafter,
+        *,
+        k: int = 8,
+        sampling: SamplingParams = SamplingParams(),
+        baseline_every: int = 8,
+    ) -> None:
+        self.target = target
+        self.drafter = drafter
+        self.k = k
+        self.sampling = sampling
+        self.baseline_every = baseline_every
+        self.rng = np.random.default_rng(sampling.seed)
+        self._next_drafter: Drafter | None = None
+        self._lock = threading.Lock()
+
+    # --- control from other threads -----------------------------------------
+
+    def switch_drafter(self, drafter: Drafter) -> None:
+        """Takes effect from the next round, also mid-reply."""
+        with self._lock:
+            self._next_drafter = drafter
+
+    def _take_switch(self, context: Sequence[int]) -> None:
+        with self._lock:
+            new, self._next_drafter = self._next_drafter, None
+        if new is not None and new is not self.drafter:
+            self.drafter = new
+            new.begin(context)
+
+    # --- the KV cache -----------------------------------------------------------
+
+    def prefill(self, prompt: Sequence[int]) -> tuple[int, float]:
+        """Make the target's KV hold prompt[:-1], reusing the common prefix.
+        The last prompt token stays pending: the first round evaluates it.
+        Returns (tokens evaluated, seconds)."""
+        cached = self.target.tokens
+        keep = 0
+        limit = min(len(cached), len(prompt) - 1)
+        while keep < limit and cached[keep] == prompt[keep]:
+            keep += 1
+        self.target.truncate(keep)
+        todo = list(prompt[keep:-1])
+        t0 = time.perf_counter()
+        if todo:
+            self.target.eval(todo, n_logits=0)
+        return len(todo), time.perf_counter() - t0
+
+    # --- one turn ---------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        max_tokens: int,
+        on_round: Callable[[Round], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Turn:
+        n_prefill, t_prefill = self.prefill(prompt)
+        context = list(prompt)  # committed tokens; the last one is pending (not in KV)
+        self.drafter.begin(context)
+        turn = Turn()
+        pieces = _PieceDecoder(self.target)
+        arm_steps = 0
+        i = 0
+        t_start = time.perf_counter()
+        while len(turn.tokens) < max_tokens:
+            if cancel is not None and cancel.is_set():
+                turn.finish = "cancelled"
+                break
+            if len(context) + self.k + 1 > self.target.n_ctx:
+                turn.finish = "context"
+                break
+            self._take_switch(context)
+            arm = self._is_arm_step(i, arm_steps)
+            arm_steps += arm
+            r = self._round(context, max_tokens - len(turn.tokens), arm)
+            r.accepted_text = pieces.feed(r.accepted)
+            r.target_text = pieces.feed([] if r.target is None else [r.target])
+            r.rejected_text = self.target.detokenize(r.rejected)
+            new = r.committed
+            turn.tokens += new
+            turn.rounds.append(r)
+            context += new
+            if new:
+                self.drafter.observe(new)
+            if on_round is not None:
+                on_round(r)
+            i += 1
+            if r.eos:
+                turn.finish = "eos"
+                break
+        else:
+            turn.finish = "length"
+        t_decode = time.perf_counter() - t_start
+        turn.stats = summarize(turn.rounds, t_decode, n_prefill, t_prefill)
+        return turn
+
+    def _is_arm_step(self, i: int, arm_steps: int) -> bool:
+        n = self.baseline_every
+        if n <= 0 or self.drafter.name == "off":
+            return False
+        # Early odd rounds guarantee a few baseline samples; then one in n.
+        return (arm_steps < MIN_ARM_STEPS and i % 2 == 1) or i % n == n - 1
+
+    def _round(self, context: list[int], room: int, arm: bool) -> Round:
+        """Draft, verify [pending, d1..dk] in one pass, accept, commit, roll back."""
+        t0 = time.perf_counter()
+        draft = Draft() if arm else self.drafter.propose(context, min(self.k, room - 1))
+        draft.tokens = draft.tokens[: max(0, room - 1)]
+        t1 = time.perf_counter()
+        n_kv = len(context) - 1  # KV holds everything but the pending token
+        self.target.eval([context[-1]] + draft.tokens, n_logits=len(draft.tokens) + 1)
+        accepted, target, eos = self._accept(draft)
+        # KV now holds pending + all drafts; keep pending + the accepted ones.
+        self.target.truncate(n_kv + 1 + len(accepted))
+        t2 = time.perf_counter()
+        if draft.tokens and not arm:
+            self.drafter.settle(draft, len(accepted))
+        # Drafts after an end-of-generation token were never judged: drop them.
+        rejected = draft.tokens[len(accepted) :] if target is not None else []
+        return Round(
+            accepted=accepted,
+            rejected=rejected,
+            target=None if eos else target,
+            drafter=draft.source or self.drafter.name,
+            plain=not draft.tokens,
+            arm=arm,
+            t_draft=t1 - t0,
+            t_verify=t2 - t1,
+            eos=eos,
+        )
+
+    def _accept(self, draft: Draft) -> tuple[list[int], int | None, bool]:
+        """Longest agreeing prefix (greedy) or exact rejection sampling.
+        Returns (accepted drafts, target token or None, end of generation)."""
+        sp = self.sampling
+        accepted: list[int] = []
+        for j, d in enumerate(draft.tokens):
+            if sp.greedy:
+                t = self.target.argmax(j)
+                ok = t == d
+            else:
+                p = probs(self.target.logits(j), sp)
+                q = draft.q[j] if draft.q is not None else None
+                ok, t = accept_or_correct(p, d, q, self.rng)
+            if not ok:
+                return accepted, t, self.target.is_eog(t)
+            if self.target.is_eog(d):  # the turn ends inside the draft
+                return accepted, None, True
+            accepted.append(d)
+        j = len(draft.tokens)  # full accept: the bonus token
+        t = self.target.argmax(j) if sp.greedy else sample(probs(self.target.logits(j), sp), self.rng)
+        return accepted, t, self.target.is_eog(t)
+
+
+class _PieceDecoder:
+    """Turns committed tokens into text, holding back split UTF-8 sequences."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.pending = b""
+
+    def feed(self, tokens: Sequence[int]) -> str:
+        if not tokens:
+            return ""
+        data = self.pending + b"".join(self.model.piece(t) for t in tokens)
+        cut = _complete_utf8(data)
+        self.pending = data[cut:]
+        return data[:cut].decode("utf-8", errors="replace")
+
+
+def _complete_utf8(data: bytes) -> int:
+    """Length of the longest prefix that does not end inside a UTF-8 sequence."""
+    for back in range(1, min(4, len(data)) + 1):
+        b = data[-back]
+        if b & 0xC0 == 0x80:
+            continue  # continuation byte: keep looking for the lead
+        if b & 0x80 == 0:
+            return len(data)
+        need = 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4
+        return len(data) if back >= need else len(data) - back
+    return len(data)

@@ -1,0 +1,90 @@
+"""Prompt-lookup drafting: propose what followed the same words last time.
+
+An incremental index maps every n-gram (n_min..n_max) of the conversation to
+where it last occurred and how often. A proposal looks up the context's
+suffix, longest n first, and copies the continuation. It drafts selectively:
+a short match is weak evidence, so it proposes nothing (the round becomes a
+plain step); a long match, or one seen many times, earns a long draft.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from specchat.drafters.base import Draft, Drafter
+
+MAX_EXTEND = 32  # how far back a match is measured beyond n_max
+
+
+class NgramDrafter(Drafter):
+    name = "ngram"
+
+    def __init__(self, n_min: int = 2, n_max: int = 4, min_match: int = 3) -> None:
+        super().__init__()
+        self.n_min, self.n_max = n_min, n_max
+        self.min_match = min_match  # weaker matches draft nothing
+        self.tokens: list[int] = []  # what the index covers
+        # n-gram -> (start of its continuation at the last sighting, sightings)
+        self.index: dict[tuple[int, ...], tuple[int, int]] = {}
+
+    # --- the index -------------------------------------------------------
+
+    def begin(self, context: Sequence[int]) -> None:
+        n = len(self.tokens)
+        if len(context) < n or list(context[:n]) != self.tokens:
+            self.tokens, self.index = [], {}  # the conversation was edited
+        self._extend(context)
+
+    def observe(self, committed: Sequence[int]) -> None:
+        self._extend_with(committed)
+
+    def _extend(self, context: Sequence[int]) -> None:
+        self._extend_with(context[len(self.tokens) :])
+
+    def _extend_with(self, new: Sequence[int]) -> None:
+        toks, index = self.tokens, self.index
+        for t in new:
+            toks.append(t)
+            end = len(toks) - 1  # t continues every n-gram that ends just before it
+            for n in range(self.n_min, self.n_max + 1):
+                if end - n < 0:
+                    break
+                key = tuple(toks[end - n : end])
+                seen = index.get(key)
+                index[key] = (end, seen[1] + 1 if seen else 1)
+
+    # --- proposing -------------------------------------------------------
+
+    def propose(self, context: Sequence[int], k: int) -> Draft:
+        if len(context) > len(self.tokens):
+            self._extend(context)
+        found = self.lookup(context)
+        if found is None:
+            return Draft(source=self.name)
+        start, match, seen = found
+        length = min(k, self.budget(match, seen))
+        return Draft(tokens=list(self.tokens[start : start + length]), source=self.name)
+
+    def lookup(self, context: Sequence[int]) -> tuple[int, int, int] | None:
+        """(continuation start, match length, sightings) of the longest suffix match."""
+        for n in range(min(self.n_max, len(context)), self.n_min - 1, -1):
+            hit = self.index.get(tuple(context[len(context) - n :]))
+            if hit is None:
+                continue
+            start, seen = hit
+            return start, self._match_length(context, start, n), seen
+        return None
+
+    def _match_length(self, context: Sequence[int], start: int, n: int) -> int:
+        """Extend a match of n tokens backwards, up to n + MAX_EXTEND."""
+        i, j = start - n - 1, len(context) - n - 1
+        while n < self.n_max + MAX_EXTEND and i >= 0 and j > i and context[j] == self.tokens[i]:
+            n, i, j = n + 1, i - 1, j - 1
+        return n
+
+    def budget(self, match: int, seen: int) -> int:
+        """How many tokens the evidence is worth: none below min_match, then
+        growing with the match length and with repeated sightings."""
+        if match < self.min_match:
+            return 0
+        return 2 * match + 2 * (seen - 1)

@@ -1,0 +1,248 @@
+"""The decoding loop on a fake model: exact invariants for every drafter."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from specchat.drafters.base import Draft, Drafter
+from specchat.drafters.ngram import NgramDrafter
+from specchat.engine import Engine
+from specchat.sampling import SamplingParams, probs
+from tests.fake_model import EOS, FakeModel
+
+PROMPT = [5, 9, 3, 7, 5, 9, 3, 11, 2, 5, 9]
+
+
+class PerfectDrafter(Drafter):
+    """Knows the fake model's greedy choice."""
+
+    name = "perfect"
+
+    def __init__(self, model: FakeModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def propose(self, context, k):
+        ctx, out = list(context), []
+        for _ in range(k):
+            t = int(np.argmax(self.model.row(ctx)))
+            out.append(t)
+            ctx.append(t)
+        return Draft(out, source=self.name)
+
+
+class RandomDrafter(Drafter):
+    name = "random"
+
+    def __init__(self, n_vocab: int, seed: int = 1) -> None:
+        super().__init__()
+        self.rng = np.random.default_rng(seed)
+        self.n_vocab = n_vocab
+
+    def propose(self, context, k):
+        return Draft([int(t) for t in self.rng.integers(0, self.n_vocab, k)], source=self.name)
+
+
+class AdversarialDrafter(PerfectDrafter):
+    """Always wrong: proposes the least likely token."""
+
+    name = "adversarial"
+
+    def propose(self, context, k):
+        return Draft([int(np.argmin(self.model.row(list(context))))] * k, source=self.name)
+
+
+class KVChecker:
+    """After every round, the KV cache holds exactly the committed tokens but the pending one."""
+
+    def __init__(self, model: FakeModel, prompt: list[int]) -> None:
+        self.model, self.committed = model, list(prompt)
+
+    def __call__(self, r) -> None:
+        self.committed += r.committed
+        if not r.eos:
+            assert self.model.tokens == self.committed[:-1]
+
+
+def plain_tokens(seed: int = 0, max_tokens: int = 60) -> list[int]:
+    model = FakeModel(seed=seed)
+    return Engine(model, Drafter(), k=4).generate(PROMPT, max_tokens).tokens
+
+
+def drafters_for(model: FakeModel) -> dict[str, Drafter]:
+    return {
+        "off": Drafter(),
+        "perfect": PerfectDrafter(model),
+        "random": RandomDrafter(model.n_vocab),
+        "adversarial": AdversarialDrafter(model),
+        "ngram": NgramDrafter(min_match=1),
+    }
+
+
+@pytest.mark.parametrize("name", ["off", "perfect", "random", "adversarial", "ngram"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("k", [1, 4, 8])
+def test_greedy_output_equals_plain_decoding(name, seed, k):
+    expected = plain_tokens(seed)
+    model = FakeModel(seed=seed)
+    engine = Engine(model, drafters_for(model)[name], k=k)
+    turn = engine.generate(PROMPT, 60, on_round=KVChecker(model, PROMPT))
+    assert turn.tokens == expected
+    assert EOS not in turn.tokens  # EOS ends the turn; it is never output
+
+
+def test_perfect_drafter_reaches_alpha_k_plus_one():
+    model = FakeModel(seed=3, sharpness=6.0)
+    turn = Engine(model, PerfectDrafter(model), k=4, baseline_every=0).generate(PROMPT, 200)
+    rounds = [r for r in turn.rounds if not r.eos]
+    assert all(len(r.accepted) == 4 and not r.rejected for r in rounds)
+    if turn.finish == "length":
+        assert turn.stats.alpha == pytest.approx(5.0)
+    assert turn.stats.per_position_acceptance[:4] == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_adversarial_drafter_gets_nothing_accepted_and_alpha_one():
+    model = FakeModel(seed=0)
+    turn = Engine(model, AdversarialDrafter(model), k=4, baseline_every=0).generate(PROMPT, 40)
+    assert turn.stats.accepted == 0
+    assert turn.stats.alpha == pytest.approx(1.0)
+    # Every round drafts k=4, except the last three, cut to the room left (3, 2, 1).
+    assert turn.stats.drafted == 4 * (turn.stats.verify_rounds - 3) + 3 + 2 + 1
+
+
+def test_switching_drafters_mid_reply_keeps_output_and_kv():
+    expected = plain_tokens(1, 80)
+    model = FakeModel(seed=1)
+    engine = Engine(model, Drafter(), k=4)
+    cycle = [PerfectDrafter(model), NgramDrafter(min_match=1), RandomDrafter(model.n_vocab), Drafter()]
+    checker = KVChecker(model, PROMPT)
+    seen = []
+
+    def on_round(r):
+        checker(r)
+        seen.append(r.drafter)
+        engine.switch_drafter(cycle[len(seen) % len(cycle)])
+
+    turn = engine.generate(PROMPT, 80, on_round=on_round)
+    assert turn.tokens == expected
+    assert {"perfect", "ngram", "random", "off"} <= set(seen)
+
+
+def test_eos_inside_a_draft_ends_the_turn_there():
+    ref = Engine(FakeModel(seed=7), Drafter(), k=4).generate(PROMPT, 500)
+    assert ref.finish == "eos", "this seed must reach EOS for the test to mean anything"
+    model = FakeModel(seed=7)
+    turn = Engine(model, PerfectDrafter(model), k=8, baseline_every=0).generate(PROMPT, 500)
+    assert turn.finish == "eos"
+    assert turn.tokens == ref.tokens
+    last = turn.rounds[-1]
+    assert last.eos and last.target is None  # EOS came as a draft token, not the target's own
+    assert not last.rejected  # drafts after EOS are dropped, not shown as rejected
+
+
+def test_baseline_arm_has_at_least_three_plain_steps():
+    model = FakeModel(seed=2)
+    turn = Engine(model, PerfectDrafter(model), k=2, baseline_every=8).generate(PROMPT, 100)
+    arm = [r for r in turn.rounds if r.arm]
+    assert len(arm) >= 3
+    assert all(r.plain and not r.accepted and len(r.committed) == 1 for r in arm if not r.eos)
+    assert turn.stats.baseline_tok_s and turn.stats.baseline_tok_s > 0
+    assert turn.stats.speedup is not None
+
+
+def test_cancel_between_rounds_leaves_consistent_kv():
+    model = FakeModel(seed=1)
+    engine = Engine(model, PerfectDrafter(model), k=4)
+    cancel = threading.Event()
+    checker = KVChecker(model, PROMPT)
+
+    def on_round(r):
+        checker(r)
+        if len(checker.committed) > len(PROMPT) + 10:
+            cancel.set()
+
+    turn = engine.generate(PROMPT, 200, on_round=on_round, cancel=cancel)
+    assert turn.finish == "cancelled"
+    assert model.tokens == (PROMPT + turn.tokens)[:-1]
+    # The next turn continues from the same cache: only the new tokens are prefilled.
+    follow = PROMPT + turn.tokens + [4, 6]
+    n, _ = engine.prefill(follow)
+    assert n == 2
+
+
+def test_context_limit_stops_instead_of_overflowing():
+    model = FakeModel(seed=1, n_ctx=40)
+    turn = Engine(model, PerfectDrafter(model), k=4).generate(PROMPT, 500)
+    assert turn.finish in ("context", "eos")
+    assert len(model.tokens) <= 40
+
+
+def test_stats_add_up():
+    model = FakeModel(seed=2)
+    turn = Engine(model, NgramDrafter(min_match=1), k=4).generate(PROMPT * 3, 60)
+    s = turn.stats
+    assert s.tokens == len(turn.tokens)
+    verify = [r for r in turn.rounds if not r.plain]
+    assert s.verify_rounds == len(verify)
+    assert s.alpha == pytest.approx(sum(len(r.committed) for r in verify) / max(1, len(verify)))
+    assert s.accepted == sum(len(r.accepted) for r in verify)
+    assert s.t_other >= 0 and s.t_decode >= s.t_draft + s.t_verify + s.t_plain - 1e-9
+
+
+# --- sampling: the output distribution is the target's ----------------------
+
+
+class SamplingDrafter(Drafter):
+    """Samples drafts from a blurred copy of the target and reports q."""
+
+    name = "sampler"
+
+    def __init__(self, model: FakeModel, sp: SamplingParams, seed: int) -> None:
+        super().__init__()
+        self.model, self.sp = model, sp
+        self.rng = np.random.default_rng(seed)
+
+    def propose(self, context, k):
+        ctx, toks, qs = list(context), [], []
+        for _ in range(k):
+            q = probs(self.model.row(ctx) * 0.5, self.sp)  # a worse model than the target
+            t = int(self.rng.choice(q.size, p=q))
+            toks.append(t), qs.append(q), ctx.append(t)
+        return Draft(toks, q=qs, source=self.name)
+
+
+def exact_second_token_distribution(model: FakeModel, sp: SamplingParams) -> np.ndarray:
+    p1 = probs(model.row(PROMPT), sp)
+    dist = np.zeros(model.n_vocab)
+    for t1 in range(model.n_vocab):
+        if p1[t1] > 0 and t1 != EOS:
+            dist += p1[t1] * probs(model.row(PROMPT + [t1]), sp)
+    return dist
+
+
+@pytest.mark.parametrize("top_k", [0, 5])
+@pytest.mark.parametrize("drafter", ["ngram-style one-hot", "sampled q"])
+def test_speculative_sampling_matches_target_distribution(top_k, drafter):
+    sp = SamplingParams(temp=1.0, top_k=top_k)
+    model = FakeModel(seed=4, n_vocab=12, sharpness=1.5)
+    runs = 3000
+    counts = np.zeros(model.n_vocab)
+    for seed in range(runs):
+        sps = SamplingParams(temp=1.0, top_k=top_k, seed=seed)
+        if drafter == "sampled q":
+            d = SamplingDrafter(model, sp, seed + 10_000)
+        else:
+            d = RandomDrafter(model.n_vocab, seed + 10_000)  # deterministic drafts: q one-hot
+        turn = Engine(model, d, k=3, sampling=sps, baseline_every=0).generate(PROMPT, 2)
+        model.truncate(0)
+        if len(turn.tokens) == 2:
+            counts[turn.tokens[1]] += 1
+    expected = exact_second_token_distribution(model, sp)
+    expected = expected / expected.sum() * counts.sum()
+    support = expected > 0
+    assert counts[~support].sum() == 0, "sampled a token outside the top-k support"
+    assert chisquare(counts[support], expected[support]).pvalue > 0.001
