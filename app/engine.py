@@ -32,6 +32,7 @@ class Turn:
     rounds: list[Round] = field(default_factory=list)
     stats: TurnStats = field(default_factory=TurnStats)
     finish: str = ""  # "eos" | "length" | "cancelled" | "context"
+    dropped_turns: int = 0  # old turns dropped to fit the context
 
     @property
     def text(self) -> str:

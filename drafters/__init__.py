@@ -1,1 +1,52 @@
-"""Drafters: every source of draft tokens, behind one interface (see base.py)."""
+"""Drafters: every source of draft tokens, behind one interface (see base.py).
+
+`Drafters` builds them by name and keeps one of each, so switching back and
+forth mid-conversation keeps the n-gram index and the draft model's cache.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from specchat.drafters.base import Draft, Drafter
+from specchat.drafters.draft_model import DraftModelDrafter
+from specchat.drafters.hybrid import HybridDrafter
+from specchat.drafters.ngram import NgramDrafter
+from specchat.errors import SpecchatError
+from specchat.sampling import SamplingParams
+
+NAMES = ("off", "ngram", "draft", "hybrid")
+
+__all__ = ["Draft", "Drafter", "Drafters", "NAMES"]
+
+
+class Drafters:
+    """One instance of each drafter, built on first use."""
+
+    def __init__(self, load_draft_model: Callable[[], object] | None, sampling: SamplingParams) -> None:
+        self.load_draft_model = load_draft_model
+        self.sampling = sampling
+        self._made: dict[str, Drafter] = {}
+
+    def get(self, name: str) -> Drafter:
+        if name not in NAMES:
+            raise SpecchatError(f"unknown drafter {name!r}", hint=f"choose one of: {', '.join(NAMES)}", code=2)
+        if name not in self._made:
+            self._made[name] = self._make(name)
+        return self._made[name]
+
+    def _make(self, name: str) -> Drafter:
+        if name == "off":
+            return Drafter()
+        if name == "ngram":
+            return NgramDrafter()
+        if self.load_draft_model is None:
+            raise SpecchatError(f"drafter {name!r} needs a draft model", hint="pass --draft GGUF or use a --pair")
+        if name == "draft":
+            return DraftModelDrafter(self.load_draft_model, self.sampling)
+        return HybridDrafter(self.get("ngram"), self.get("draft"))
+
+    def close(self) -> None:
+        for d in self._made.values():
+            d.close()
+        self._made.clear()

@@ -8,13 +8,18 @@ bookkeeping is tested, not just its output.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 EOS = 0
+WORDS = [" the", " cat", " sat", " on", " a", " mat", " and", " then", " it", " ran", " to",
+         " see", " dog", " who", " was", " very", " big", ".", "\n", " code", " def", " x", " y", " z"]
 
 
 class FakeModel:
-    def __init__(self, n_vocab: int = 24, seed: int = 0, n_ctx: int = 4096, sharpness: float = 3.0):
+    def __init__(self, n_vocab: int = 24, seed: int = 0, n_ctx: int = 4096, sharpness: float = 3.0,
+                 step_seconds: float = 0.0):
         rng = np.random.default_rng(seed)
         self.n_vocab = n_vocab
         self.n_ctx = n_ctx
@@ -23,6 +28,7 @@ class FakeModel:
         self.tokens: list[int] = []  # the KV cache
         self._rows: list[np.ndarray] = []
         self.eval_calls = 0
+        self.step_seconds = step_seconds  # sleep per eval, to make generation observable
 
     def row(self, context: list[int]) -> np.ndarray:
         a = context[-2] if len(context) > 1 else 1
@@ -32,6 +38,8 @@ class FakeModel:
     def eval(self, tokens: list[int], n_logits: int) -> None:
         assert len(self.tokens) + len(tokens) <= self.n_ctx, "decoded past n_ctx"
         self.eval_calls += 1
+        if self.step_seconds:
+            time.sleep(self.step_seconds)
         self.tokens += list(tokens)
         n = len(self.tokens)
         self._rows = [self.row(self.tokens[: n - n_logits + 1 + j]) for j in range(n_logits)]
@@ -49,7 +57,17 @@ class FakeModel:
         return t == EOS
 
     def piece(self, t: int) -> bytes:
-        return b"" if t == EOS else f"<{t}>".encode()
+        if t == EOS:
+            return b""
+        return (WORDS[t] if t < len(WORDS) else f" w{t}").encode()
+
+    # --- chat surface, so a ChatSession can run on the fake -----------------
+
+    def apply_template(self, messages: list[dict]) -> str:
+        return "".join(f"[{m['role']}]{m['content']}" for m in messages) + "[assistant]"
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        return [1 + (ord(c) % (self.n_vocab - 1)) for c in text]  # never EOS
 
     def detokenize(self, tokens) -> str:
         return b"".join(self.piece(t) for t in tokens).decode()

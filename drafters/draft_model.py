@@ -1,0 +1,69 @@
+"""Drafting with a small model that shares the target's tokenizer.
+
+The draft model runs in its own llama.cpp context. Before each proposal it
+syncs its KV cache to the committed tokens (feeding only what it lacks),
+then decodes k tokens one at a time: greedy, or sampled with the same chain
+as the target, keeping each q row for exact acceptance.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from specchat.drafters.base import Draft, Drafter
+from specchat.sampling import SamplingParams, probs, sample
+
+
+class DraftModelDrafter(Drafter):
+    name = "draft"
+
+    def __init__(self, load: Callable[[], object], sampling: SamplingParams = SamplingParams()) -> None:
+        super().__init__()
+        self._load = load  # the model loads on first use
+        self._model = None
+        self.sampling = sampling
+        self.rng = np.random.default_rng(sampling.seed + 1)
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = self._load()
+        return self._model
+
+    def propose(self, context: Sequence[int], k: int) -> Draft:
+        if k <= 0:
+            return Draft(source=self.name)
+        m = self.model
+        self._sync(m, context)
+        tokens: list[int] = []
+        qs: list[np.ndarray] | None = None if self.sampling.greedy else []
+        for i in range(k):
+            if self.sampling.greedy:
+                t = m.argmax(0)
+            else:
+                q = probs(m.logits(0), self.sampling)
+                t = sample(q, self.rng)
+                qs.append(q)
+            tokens.append(t)
+            if m.is_eog(t) or len(m.tokens) + 1 >= m.n_ctx:
+                break
+            if i < k - 1:
+                m.eval([t], n_logits=1)
+        return Draft(tokens=tokens, q=qs, source=self.name)
+
+    def _sync(self, m, context: Sequence[int]) -> None:
+        """Make the draft KV hold exactly `context`, with logits for its last position."""
+        cached = m.tokens
+        keep = 0
+        limit = min(len(cached), len(context) - 1)  # always re-feed the last token for fresh logits
+        while keep < limit and cached[keep] == context[keep]:
+            keep += 1
+        m.truncate(keep)
+        m.eval(list(context[keep:]), n_logits=1)
+
+    def close(self) -> None:
+        if self._model is not None and hasattr(self._model, "close"):
+            self._model.close()
+        self._model = None
