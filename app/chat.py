@@ -100,8 +100,20 @@ class ChatSession:
         budget = min(self.max_tokens, self.n_ctx - len(prompt) - self.engine.k - 1)
         turn = self.engine.generate(prompt, budget, on_round=on_round, cancel=cancel)
         turn.dropped_turns = dropped
+        turn.prompt = prompt
         self.messages.append({"role": "assistant", "content": turn.text})
         return turn
+
+    def plain_reference(self, turn: Turn) -> list[int]:
+        """Decode the prompt of `turn` again with drafting off: what the target alone says."""
+        engine = self.engine
+        saved = engine.drafter, engine.baseline_every
+        engine.drafter, engine.baseline_every = self.drafters.get("off"), 0
+        try:
+            # One token more after an EOS ending, so the reference must stop there too.
+            return engine.generate(turn.prompt, len(turn.tokens) + (turn.finish == "eos")).tokens
+        finally:
+            engine.drafter, engine.baseline_every = saved
 
     def prompt_tokens(self) -> list[int]:
         msgs = ([{"role": "system", "content": self.system}] if self.system else []) + self.messages

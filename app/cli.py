@@ -29,6 +29,11 @@ def _fail(err: SpecchatError) -> None:
     raise typer.Exit(err.code)
 
 
+def _check_drafter(name: str) -> None:
+    if name not in DRAFTERS.split("|"):
+        raise SpecchatError(f"unknown drafter {name!r}", hint=f"choose one of: {DRAFTERS.replace('|', ', ')}", code=2)
+
+
 def _not_built(what: str) -> None:
     typer.echo(f"`specchat {what}` is not built yet.", err=True)
     raise typer.Exit(2)
@@ -81,19 +86,34 @@ def pull(
     name: Optional[str] = typer.Option(None, "--name", help="Custom pair: its name."),
 ) -> None:
     """Download a model pair into the store and verify it."""
-    _not_built("pull")
+    from specchat.pull import run_pull
+
+    try:
+        run_pull(pair, source=source, target=target, draft=draft, name=name)
+    except SpecchatError as err:
+        _fail(err)
 
 
 @app.command()
 def models(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List catalog pairs and what is pulled."""
-    _not_built("models")
+    from specchat.pull import show_models
+
+    try:
+        show_models(json_out)
+    except SpecchatError as err:
+        _fail(err)
 
 
 @app.command()
 def rm(pair: str = typer.Argument(..., help="Pair whose files to delete.")) -> None:
     """Delete a pair's files that no other pulled pair uses."""
-    _not_built("rm")
+    from specchat.pull import run_rm
+
+    try:
+        run_rm(pair)
+    except SpecchatError as err:
+        _fail(err)
 
 
 # --- run (owned by runcmd.py) ---------------------------------------------------
@@ -122,7 +142,30 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
 ) -> None:
     """Generate one reply and show how speculation did."""
-    _not_built("run")
+    from specchat.loader import open_session
+    from specchat.runcmd import run_once
+    from specchat.sampling import SamplingParams
+
+    try:
+        _check_drafter(drafter)
+        session = open_session(
+            pair,
+            target,
+            draft,
+            drafter=drafter,
+            k=k,
+            sampling=SamplingParams(temp=temp, top_k=top_k, top_p=top_p, seed=seed),
+            baseline_every=baseline_every,
+            system=system,
+            max_tokens=max_tokens,
+            threads=threads,
+            ctx=ctx,
+            n_gpu_layers=n_gpu_layers,
+            verbose=verbose,
+        )
+        raise typer.Exit(run_once(session, prompt, json_out=json_out, identical=check_identical))
+    except SpecchatError as err:
+        _fail(err)
 
 
 # --- bench (owned by bench.py) ----------------------------------------------------

@@ -33,6 +33,7 @@ class Turn:
     stats: TurnStats = field(default_factory=TurnStats)
     finish: str = ""  # "eos" | "length" | "cancelled" | "context"
     dropped_turns: int = 0  # old turns dropped to fit the context
+    prompt: list[int] = field(default_factory=list)
 
     @property
     def text(self) -> str:

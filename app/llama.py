@@ -1,0 +1,208 @@
+"""A thin driver over llama-cpp-python's low-level API.
+
+`Model` is one llama.cpp model in one context with one sequence. It keeps
+the list of tokens its KV cache holds, evaluates new tokens right after them
+in one `llama_decode` (chunked by n_batch), exposes the logits rows it asked
+for as zero-copy numpy views, and rolls back with `llama_memory_seq_rm`.
+The engine and the draft-model drafter use only this surface.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+import llama_cpp as C
+
+from specchat.errors import SpecchatError
+
+_log_lines: list[str] = []  # llama.cpp's chatter, kept for --verbose and errors
+_verbose = False
+
+
+@C.llama_log_callback
+def _log(level: int, text: bytes, user_data) -> None:
+    line = text.decode("utf-8", errors="replace")
+    if _verbose:
+        sys.stderr.write(line)
+    else:
+        _log_lines.append(line)
+        del _log_lines[:-200]
+
+
+C.llama_log_set(_log, ctypes.c_void_p(0))
+C.llama_backend_init()
+
+
+def set_verbose(on: bool) -> None:
+    global _verbose
+    _verbose = on
+
+
+def physical_cores() -> int:
+    """Physical cores, not hyperthreads (the useful thread count for decode)."""
+    try:
+        cores = set()
+        with open("/proc/cpuinfo") as f:
+            phys = core = None
+            for line in f:
+                if line.startswith("physical id"):
+                    phys = line.split(":")[1].strip()
+                elif line.startswith("core id"):
+                    core = line.split(":")[1].strip()
+                    cores.add((phys, core))
+        if cores:
+            return len(cores)
+    except OSError:
+        pass
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+class Model:
+    """One model, one context, one sequence."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        n_ctx: int | None = None,
+        n_threads: int | None = None,
+        n_gpu_layers: int = -1,
+        n_batch: int = 512,
+    ) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise SpecchatError(f"no model file at {self.path}", hint="check the path or run `specchat pull`")
+        mp = C.llama_model_default_params()
+        mp.n_gpu_layers = 999 if n_gpu_layers < 0 else n_gpu_layers
+        self.model = C.llama_model_load_from_file(str(self.path).encode(), mp)
+        if not self.model:
+            tail = "".join(_log_lines[-5:]).strip().splitlines()
+            reason = tail[-1] if tail else "llama.cpp could not read it"
+            raise SpecchatError(f"cannot load {self.path.name}: {reason}", hint="is it a complete GGUF file?")
+        self.vocab = C.llama_model_get_vocab(self.model)
+        self.n_vocab = C.llama_vocab_n_tokens(self.vocab)
+        trained = C.llama_model_n_ctx_train(self.model)
+        cp = C.llama_context_default_params()
+        cp.n_ctx = n_ctx or min(8192, trained)
+        cp.n_batch = cp.n_ubatch = n_batch
+        threads = n_threads or physical_cores()
+        cp.n_threads = cp.n_threads_batch = threads
+        self.ctx = C.llama_init_from_model(self.model, cp)
+        if not self.ctx:
+            C.llama_model_free(self.model)
+            raise SpecchatError(f"cannot create a context of {cp.n_ctx} tokens", hint="try a smaller --ctx")
+        self.n_ctx = C.llama_n_ctx(self.ctx)
+        self.n_batch = C.llama_n_batch(self.ctx)
+        self.n_threads = threads
+        self.mem = C.llama_get_memory(self.ctx)
+        self.batch = C.llama_batch_init(self.n_batch, 0, 1)
+        self.tokens: list[int] = []  # what the KV cache holds, in order
+        self._out: list[int] = []  # batch indices of the logits rows from the last eval
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self._pieces: dict[int, bytes] = {}
+
+    # --- decoding -------------------------------------------------------------
+
+    def eval(self, tokens: Sequence[int], n_logits: int = 1) -> None:
+        """Decode `tokens` right after the cache; keep logits for the last n_logits."""
+        if len(self.tokens) + len(tokens) > self.n_ctx:
+            raise SpecchatError("the conversation is longer than the context", hint="raise --ctx or start a new chat")
+        first_logit = len(tokens) - n_logits
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            b = self.batch
+            b.n_tokens = len(chunk)
+            pos0 = len(self.tokens)
+            for i, t in enumerate(chunk):
+                b.token[i] = t
+                b.pos[i] = pos0 + i
+                b.n_seq_id[i] = 1
+                b.seq_id[i][0] = 0
+                b.logits[i] = start + i >= first_logit
+            rc = C.llama_decode(self.ctx, b)
+            if rc != 0:
+                raise SpecchatError(f"llama_decode failed ({rc})", hint="the context may be full; try --ctx")
+            self.tokens.extend(chunk)
+        # Logits rows are addressed by batch index within the last chunk.
+        last = len(tokens) - (len(tokens) - 1) // self.n_batch * self.n_batch if tokens else 0
+        assert n_logits <= last, "logits are kept for the last chunk only"
+        self._out = list(range(last - n_logits, last)) if n_logits else []
+
+    def logits(self, j: int) -> np.ndarray:
+        """Row j of the logits from the last eval, as a view (no copy)."""
+        ptr = C.llama_get_logits_ith(self.ctx, self._out[j])
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def argmax(self, j: int) -> int:
+        return int(np.argmax(self.logits(j)))
+
+    def truncate(self, n: int) -> None:
+        """Roll the cache back to its first n tokens."""
+        if n >= len(self.tokens):
+            return
+        if not C.llama_memory_seq_rm(self.mem, 0, n, -1):
+            raise SpecchatError(
+                f"{self.path.name} cannot roll back its cache (a recurrent model?)",
+                hint="speculative decoding needs a transformer KV cache",
+            )
+        del self.tokens[n:]
+
+    # --- text -------------------------------------------------------------------
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        buf = (C.llama_token * (len(data) + 8))()
+        n = C.llama_tokenize(self.vocab, data, len(data), buf, len(buf), False, special)
+        if n < 0:
+            buf = (C.llama_token * -n)()
+            n = C.llama_tokenize(self.vocab, data, len(data), buf, len(buf), False, special)
+        return list(buf[:n])
+
+    def piece(self, t: int) -> bytes:
+        p = self._pieces.get(t)
+        if p is None:
+            n = C.llama_token_to_piece(self.vocab, t, self._piece_buf, 256, 0, False)
+            p = self._pieces[t] = self._piece_buf.raw[: max(n, 0)]
+        return p
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.piece(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def is_eog(self, t: int) -> bool:
+        return bool(C.llama_vocab_is_eog(self.vocab, t))
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(65536)
+        n = C.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+
+    def apply_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        """Render messages with the GGUF's own chat template (jinja2)."""
+        from specchat.template import render
+
+        return render(self, messages, add_generation_prompt)
+
+    # --- lifetime -----------------------------------------------------------------
+
+    def close(self) -> None:
+        if getattr(self, "ctx", None):
+            C.llama_batch_free(self.batch)
+            C.llama_free(self.ctx)
+            C.llama_model_free(self.model)
+            self.ctx = self.model = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def system_info() -> str:
+    return C.llama_print_system_info().decode(errors="replace").strip()

@@ -1,0 +1,98 @@
+"""`specchat run`: one reply, streamed with its speculation colours, then
+one stats line; or, with --json, one object with every figure."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.text import Text
+
+from specchat.chat import ChatSession
+from specchat.engine import Turn
+from specchat.stats import Round, TurnStats, spans
+
+# Styles for a plain terminal; the TUI takes its colours from the theme.
+STYLES = {
+    "accepted": "green",
+    "accepted-draft": "cyan",
+    "rejected": "strike red",
+    "target": "",
+}
+
+
+def round_text(r: Round) -> Text:
+    """One round as styled text: accepted drafts, rejected drafts, then the target's token."""
+    accepted = "accepted-draft" if r.drafter in ("draft",) else "accepted"
+    out = Text()
+    out.append(r.accepted_text, STYLES[accepted])
+    out.append(r.rejected_text, STYLES["rejected"])
+    out.append(r.target_text, STYLES["target"])
+    return out
+
+
+def stats_line(s: TurnStats, drafter: str) -> str:
+    if drafter == "off" or s.verify_rounds == 0 and s.speedup is None:
+        return f"{s.tok_s:.1f} tok/s · {s.tokens} tokens · drafter off"
+    parts = [
+        f"α {s.alpha:.2f}",
+        f"accepted {s.acceptance_rate:.0%}",
+        f"{s.spec_tok_s:.1f} tok/s",
+    ]
+    if s.baseline_tok_s:
+        parts.append(f"off {s.baseline_tok_s:.1f} tok/s (measured)")
+        parts.append(f"{s.speedup:.2f}×")
+    else:
+        parts.append("off: not measured (turn too short)")
+    if s.identical is not None:
+        parts.append(
+            "identical to off" if s.identical else f"differs from off at token {s.first_divergence}"
+        )
+    return " · ".join(parts)
+
+
+def check_identical(session: ChatSession, turn: Turn) -> None:
+    """Decode the same prompt plainly and compare (greedy only)."""
+    if not session.engine.sampling.greedy:
+        return
+    ref = session.plain_reference(turn)
+    n = min(len(ref), len(turn.tokens))
+    first = next((i for i in range(n) if ref[i] != turn.tokens[i]), None)
+    if first is None and len(ref) != len(turn.tokens):
+        first = n
+    turn.stats.identical = first is None
+    turn.stats.first_divergence = first
+
+
+def as_json(session: ChatSession, turn: Turn) -> dict:
+    return {
+        "text": turn.text,
+        "tokens": turn.tokens,
+        "spans": spans(turn.rounds),
+        "stats": turn.stats.to_dict(),
+        "finish": turn.finish,
+        "pair": session.pair,
+        "drafter": session.drafter_name,
+        "k": session.k,
+        "threads": getattr(session.target, "n_threads", None),
+        "n_ctx": session.n_ctx,
+    }
+
+
+def run_once(session: ChatSession, prompt: str, *, json_out: bool, identical: bool) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    live = not json_out
+    on_round = (lambda r: console.print(round_text(r), end="")) if live else None
+    turn = session.reply(prompt, on_round=on_round)
+    if identical:
+        check_identical(session, turn)
+    if json_out:
+        json.dump(as_json(session, turn), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    console.print()
+    console.print(Text(stats_line(turn.stats, session.drafter_name), style="dim"))
+    if turn.finish == "context":
+        console.print(Text("stopped: the context is full", style="yellow"))
+    return 0

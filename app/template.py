@@ -1,0 +1,44 @@
+"""Chat prompts from the GGUF's own template (tokenizer.chat_template), rendered
+with jinja2 the way Hugging Face and llama.cpp render it."""
+
+from __future__ import annotations
+
+import datetime
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+import llama_cpp as C
+
+from specchat.errors import SpecchatError
+
+_FALLBACK = (  # ChatML, for a GGUF that carries no template
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _raise(message: str) -> None:
+    raise SpecchatError(f"the chat template refused the conversation: {message}")
+
+
+def _special_text(model, token: int) -> str:
+    if token < 0:
+        return ""
+    return C.llama_vocab_get_text(model.vocab, token).decode("utf-8", errors="replace")
+
+
+def render(model, messages: list[dict], add_generation_prompt: bool = True) -> str:
+    tmpl = getattr(model, "_template", None)
+    if tmpl is None:
+        source = model.meta("tokenizer.chat_template") or _FALLBACK
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader())
+        env.globals["raise_exception"] = _raise
+        env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
+        tmpl = model._template = env.from_string(source)
+    return tmpl.render(
+        messages=messages,
+        add_generation_prompt=add_generation_prompt,
+        bos_token=_special_text(model, C.llama_vocab_bos(model.vocab)),
+        eos_token=_special_text(model, C.llama_vocab_eos(model.vocab)),
+    )

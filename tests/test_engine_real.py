@@ -1,0 +1,110 @@
+"""The engine on real llama.cpp with the tiny pair (SmolLM2-135M drafting for itself)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from specchat.drafters.base import Draft, Drafter
+from specchat.loader import open_session
+
+pytestmark = pytest.mark.real
+
+CODE_PROMPT = (
+    "Rewrite this function with the variable `total` renamed to `acc`. Reply with code only.\n\n"
+    "def sum_squares(values):\n"
+    "    total = 0\n"
+    "    for v in values:\n"
+    "        total += v * v\n"
+    "    return total\n"
+)
+
+
+@pytest.fixture(scope="module")
+def session(tiny_pair):
+    target, draft = tiny_pair
+    s = open_session(target=str(target), draft=str(draft), drafter="off", k=4, max_tokens=64, ctx=2048)
+    yield s
+    s.close()
+
+
+def fresh(session, drafter: str, k: int = 4):
+    session.clear()
+    session.set_drafter(drafter)
+    session.set_k(k)
+    return session
+
+
+def plain_reply(session, prompt=CODE_PROMPT) -> list[int]:
+    return fresh(session, "off").reply(prompt).tokens
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def test_draft_equal_to_target_accepts_almost_everything(session):
+    turn = fresh(session, "draft", k=4).reply(CODE_PROMPT)
+    assert turn.stats.verify_rounds > 3
+    assert turn.stats.alpha >= 0.95 * 5, turn.stats
+    assert turn.stats.acceptance_rate >= 0.95
+
+
+@pytest.mark.parametrize("drafter", ["draft", "ngram", "hybrid"])
+def test_speculative_greedy_output_equals_plain(session, drafter):
+    expected = plain_reply(session)
+    got = fresh(session, drafter).reply(CODE_PROMPT).tokens
+    assert first_difference(got, expected) is None, f"diverged at token {first_difference(got, expected)}"
+
+
+class WrongDrafter(Drafter):
+    """Proposes tokens the target will reject: forces a rollback every round."""
+
+    name = "wrong"
+
+    def propose(self, context, k):
+        return Draft([context[-1]] * k, source=self.name)
+
+
+def test_rollback_after_rejections_continues_correctly(session):
+    expected = plain_reply(session)
+    s = fresh(session, "off")
+    s.engine.drafter = WrongDrafter()
+    turn = s.reply(CODE_PROMPT)
+    s.engine.drafter = s.drafters.get("off")
+    assert sum(len(r.rejected) for r in turn.rounds) > 10
+    assert first_difference(turn.tokens, expected) is None
+
+
+def test_multi_turn_prefill_counts_only_new_tokens(session):
+    s = fresh(session, "ngram")
+    first = s.reply("Write a haiku about caching.")
+    assert first.stats.prefill_tokens == len(first.prompt) - 1
+    second = s.reply("Now one about rollback.")
+    new_tokens = len(second.prompt) - len(first.prompt) - len(first.tokens)
+    # Only the end of the last reply, the new message and the template around it.
+    assert second.stats.prefill_tokens <= new_tokens + 4
+    assert second.stats.prefill_tokens < len(second.prompt) // 2
+
+
+def test_cancel_mid_turn_leaves_a_consistent_context(session):
+    s = fresh(session, "draft")
+    cancel = threading.Event()
+    seen = []
+
+    def on_round(r):
+        seen.append(r)
+        if len(seen) == 3:
+            cancel.set()
+
+    turn = s.reply(CODE_PROMPT, on_round=on_round, cancel=cancel)
+    assert turn.finish == "cancelled"
+    assert len(turn.rounds) == 3
+    assert s.target.tokens == (turn.prompt + turn.tokens)[:-1]
+    assert s.messages[-1] == {"role": "assistant", "content": turn.text}
+    follow = s.reply("Thanks.")
+    assert follow.tokens and follow.stats.prefill_tokens < len(follow.prompt) // 2
