@@ -146,8 +146,8 @@ class Engine:
         n = self.baseline_every
         if n <= 0 or self.drafter.name == "off":
             return False
-        # Early odd rounds guarantee a few baseline samples; then one in n.
-        return (arm_steps < MIN_ARM_STEPS and i % 2 == 1) or i % n == n - 1
+        # Rounds 2, 4 and 6 guarantee a few baseline samples; then one in n.
+        return (arm_steps < MIN_ARM_STEPS and i > 0 and i % 2 == 0) or i % n == n - 1
 
     def _round(self, context: list[int], room: int, arm: bool) -> Round:
         """Draft, verify [pending, d1..dk] in one pass, accept, commit, roll back."""

@@ -106,6 +106,14 @@ class Model:
         self._out: list[int] = []  # batch indices of the logits rows from the last eval
         self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """The first decodes of each shape are slow (graph set-up); pay that now,
+        so it never lands in a turn's measured rounds."""
+        for n in (1, 2, 1):
+            self.eval([0] * n, n_logits=n)
+            self.truncate(0)
 
     # --- decoding -------------------------------------------------------------
 

@@ -73,15 +73,16 @@ class WrongDrafter(Drafter):
 def test_rollback_after_rejections_continues_correctly(session):
     expected = plain_reply(session)
     s = fresh(session, "off")
-    s.engine.drafter = WrongDrafter()
+    s.engine.switch_drafter(WrongDrafter())
     turn = s.reply(CODE_PROMPT)
-    s.engine.drafter = s.drafters.get("off")
+    s.set_drafter("off")
     assert sum(len(r.rejected) for r in turn.rounds) > 10
     assert first_difference(turn.tokens, expected) is None
 
 
 def test_multi_turn_prefill_counts_only_new_tokens(session):
     s = fresh(session, "ngram")
+    s.target.truncate(0)  # forget earlier tests' conversations
     first = s.reply("Write a haiku about caching.")
     assert first.stats.prefill_tokens == len(first.prompt) - 1
     second = s.reply("Now one about rollback.")
