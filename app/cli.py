@@ -45,6 +45,7 @@ def main_callback(
     pair: Optional[str] = typer.Option(None, "--pair", help="Model pair to open (see `specchat models`)."),
     drafter: Optional[str] = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
     k: Optional[int] = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
+    theme: Optional[str] = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."),
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
     """A bare `specchat` opens the chat."""
@@ -54,7 +55,7 @@ def main_callback(
         typer.echo(f"specchat {__version__}")
         raise typer.Exit()
     if ctx.invoked_subcommand is None:
-        chat(pair=pair, drafter=drafter, k=k)
+        chat(pair=pair, drafter=drafter, k=k, theme=theme)
 
 
 @app.command()
@@ -62,6 +63,7 @@ def chat(
     pair: Optional[str] = typer.Option(None, "--pair", help="Model pair to open."),
     drafter: Optional[str] = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
     k: Optional[int] = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
+    theme: Optional[str] = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."),
 ) -> None:
     """Open the chat (the same as a bare `specchat`)."""
     try:
@@ -69,7 +71,7 @@ def chat(
     except ImportError:
         _not_built("chat")
     try:
-        run_chat(pair=pair, drafter=drafter, k=k)
+        run_chat(pair=pair, drafter=drafter, k=k, theme=theme)
     except SpecchatError as err:
         _fail(err)
 

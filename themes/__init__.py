@@ -1,1 +1,162 @@
-"""Textual themes, each carrying the speculation colours as theme variables."""
+"""Textual themes, each carrying the speculation colours as theme variables.
+
+Every theme sets the spec variables the TUI's styles use:
+
+- `spec-accepted`  draft tokens the target accepted
+- `spec-rejected`  draft tokens the target threw away (also struck through)
+- `spec-ngram`     accepted tokens the n-gram drafter proposed (hybrid mode)
+- `spec-model`     accepted tokens the draft model proposed (hybrid mode)
+- `spec-good`      a speedup above 1
+- `spec-bad`       a speedup below 1
+
+User themes are TOML files in `<config dir>/themes/`, one theme per file:
+
+    name = "solarized"          # optional; defaults to the file name
+    primary = "#268bd2"         # any Theme field: secondary, background, dark, ...
+    [variables]
+    spec-accepted = "#859900"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+
+from textual.theme import Theme
+
+SPEC_VARIABLES = ("spec-accepted", "spec-rejected", "spec-ngram", "spec-model", "spec-good", "spec-bad")
+
+# Fallbacks for themes that don't name the spec colours (Textual's own, say).
+SPEC_DEFAULTS = {
+    "spec-accepted": "#4ec96b",
+    "spec-rejected": "#e0605e",
+    "spec-ngram": "#4ec96b",
+    "spec-model": "#3fb8c4",
+    "spec-good": "#4ec96b",
+    "spec-bad": "#e0605e",
+}
+
+DARK = Theme(
+    name="specchat-dark",
+    primary="#5a9bd5",
+    secondary="#8a7fd0",
+    accent="#e0a84e",
+    background="#16181d",
+    surface="#1e2128",
+    panel="#272b34",
+    foreground="#d8dbe2",
+    success="#4ec96b",
+    error="#e0605e",
+    warning="#e0a84e",
+    dark=True,
+    variables=dict(SPEC_DEFAULTS),
+)
+
+LIGHT = Theme(
+    name="specchat-light",
+    primary="#2f6db3",
+    secondary="#6a5acd",
+    accent="#b06d00",
+    background="#fafafa",
+    surface="#f0f0f2",
+    panel="#e4e6ea",
+    foreground="#1f2328",
+    success="#1a7f37",
+    error="#c62828",
+    warning="#b06d00",
+    dark=False,
+    variables={
+        "spec-accepted": "#1a7f37",
+        "spec-rejected": "#c62828",
+        "spec-ngram": "#1a7f37",
+        "spec-model": "#0b6e79",
+        "spec-good": "#1a7f37",
+        "spec-bad": "#c62828",
+    },
+)
+
+# Okabe-Ito colours: blue vs orange (plus the strike-through) stay apart for
+# every common form of colour blindness; no red/green pair anywhere.
+COLORBLIND = Theme(
+    name="specchat-colorblind",
+    primary="#56b4e9",
+    secondary="#cc79a7",
+    accent="#e69f00",
+    background="#15171c",
+    surface="#1d2027",
+    panel="#262a33",
+    foreground="#e2e4e9",
+    success="#0072b2",
+    error="#e69f00",
+    warning="#f0e442",
+    dark=True,
+    variables={
+        "spec-accepted": "#56b4e9",
+        "spec-rejected": "#e69f00",
+        "spec-ngram": "#56b4e9",
+        "spec-model": "#cc79a7",
+        "spec-good": "#56b4e9",
+        "spec-bad": "#e69f00",
+    },
+)
+
+HIGH_CONTRAST = Theme(
+    name="specchat-high-contrast",
+    primary="#ffff00",
+    secondary="#00ffff",
+    accent="#ffff00",
+    background="#000000",
+    surface="#000000",
+    panel="#1a1a1a",
+    foreground="#ffffff",
+    success="#00ff00",
+    error="#ff4040",
+    warning="#ffff00",
+    dark=True,
+    luminosity_spread=0.3,
+    text_alpha=1.0,
+    variables={
+        "spec-accepted": "#00ff00",
+        "spec-rejected": "#ff4040",
+        "spec-ngram": "#00ff00",
+        "spec-model": "#00ffff",
+        "spec-good": "#00ff00",
+        "spec-bad": "#ff4040",
+    },
+)
+
+BUILTIN = (DARK, LIGHT, COLORBLIND, HIGH_CONTRAST)
+DEFAULT_THEME = DARK.name
+
+_THEME_FIELDS = {f.name for f in fields(Theme)}
+
+
+def theme_from_toml(text: str, default_name: str) -> Theme:
+    """One Theme from a TOML document. Raises ValueError with a readable reason."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(str(err)) from None
+    unknown = sorted(set(data) - _THEME_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r}")
+    if "primary" not in data:
+        raise ValueError("missing 'primary' colour")
+    data.setdefault("name", default_name)
+    variables = {**SPEC_DEFAULTS, **{str(k): str(v) for k, v in data.get("variables", {}).items()}}
+    data["variables"] = variables
+    return Theme(**data)
+
+
+def load_user_themes(folder: Path) -> tuple[list[Theme], list[str]]:
+    """Themes from `folder/*.toml`, and one error line per file that failed."""
+    themes, errors = [], []
+    if not folder.is_dir():
+        return themes, errors
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            themes.append(theme_from_toml(path.read_text(encoding="utf-8"), path.stem))
+        except (ValueError, TypeError, OSError) as err:
+            errors.append(f"theme {path}: {err}")
+    return themes, errors

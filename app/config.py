@@ -1,0 +1,128 @@
+"""Settings: one TOML file in the config dir (`paths.settings_file()`).
+
+Read with tomllib, written with tomlkit so a user's comments and layout
+survive when the app saves a choice (the theme, the drafter, the pair).
+A file that cannot be used never stops the app: `load_settings()` falls back
+to the defaults and reports a clear message naming the line.
+
+    pair = "qwen2.5-coder-1.5b"
+    drafter = "ngram"          # off | ngram | draft | hybrid | auto
+    k = 8
+    temperature = 0.0
+    theme = "specchat-dark"
+    system_prompt = ""
+    threads = 0                # 0 = physical cores
+    ctx = 0                    # 0 = min(8192, trained)
+
+    [keymap]                   # binding id = keys (see `specchat` F1)
+    cycle_drafter = "ctrl+d"
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomlkit
+
+from specchat import paths
+
+
+@dataclass
+class Settings:
+    pair: str | None = None  # None: the catalog's default pair
+    drafter: str = "ngram"
+    k: int = 8
+    temperature: float = 0.0
+    theme: str = "specchat-dark"
+    system_prompt: str = ""
+    threads: int = 0  # 0 = let llama.cpp / the loader choose
+    ctx: int = 0  # 0 = the loader's default
+    keymap: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Loaded:
+    settings: Settings
+    errors: list[str]  # one human line per problem; empty when the file was fine
+    path: Path
+
+
+_TYPES = {"pair": str, "drafter": str, "k": int, "temperature": (int, float), "theme": str,
+          "system_prompt": str, "threads": int, "ctx": int, "keymap": dict}
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """The settings, or the defaults where the file is missing or bad."""
+    return read_settings(path).settings
+
+
+def read_settings(path: Path | None = None) -> Loaded:
+    """Settings plus the problems found, for the UI to show."""
+    path = path or paths.settings_file()
+    if not path.is_file():
+        return Loaded(Settings(), [], path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        return Loaded(Settings(), [f"{path}: {err}; using the defaults"], path)
+    settings, errors = _from_dict(data, text, path)
+    return Loaded(settings, errors, path)
+
+
+def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
+    """Keep every valid key; name the line of each bad one."""
+    s, errors = Settings(), []
+    for key, value in data.items():
+        where = f"{path}, line {_line_of(text, key)}"
+        if key not in _TYPES:
+            errors.append(f"{where}: unknown setting {key!r}; ignored")
+        elif not isinstance(value, _TYPES[key]) or isinstance(value, bool):
+            errors.append(f"{where}: {key} should be {_type_name(key)}, not {value!r}; using {getattr(s, key)!r}")
+        elif key == "keymap" and not all(isinstance(v, str) for v in value.values()):
+            errors.append(f"{where}: keymap values should be key strings like \"ctrl+d\"; ignored")
+        elif key == "k" and not 1 <= value <= 32:
+            errors.append(f"{where}: k should be between 1 and 32, not {value}; using {s.k}")
+        elif key == "temperature" and value < 0:
+            errors.append(f"{where}: temperature should be >= 0, not {value}; using {s.temperature}")
+        else:
+            setattr(s, key, float(value) if key == "temperature" else value)
+    return s, errors
+
+
+def _type_name(key: str) -> str:
+    t = _TYPES[key]
+    return {str: "a string", int: "a whole number", dict: "a table"}.get(t, "a number")
+
+
+def _line_of(text: str, key: str) -> int:
+    for i, line in enumerate(text.splitlines(), 1):
+        if re.match(rf"\s*\[?\s*\"?{re.escape(key)}\"?\s*[\]=]", line):
+            return i
+    return 1
+
+
+def save_settings(changes: dict, path: Path | None = None) -> None:
+    """Set these keys in the file, keeping everything else (comments too).
+    A file that does not parse is left alone: the user's text wins."""
+    path = path or paths.settings_file()
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    try:
+        doc = tomlkit.parse(text)
+    except Exception:
+        return
+    for key, value in changes.items():
+        if key not in _TYPES:
+            raise KeyError(key)
+        if value is None:
+            doc.pop(key, None)
+        else:
+            doc[key] = value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(tomlkit.dumps(doc), encoding="utf-8")
+    tmp.replace(path)
+

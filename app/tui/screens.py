@@ -1,0 +1,233 @@
+"""Modal screens: the legend, the history list, the pair picker, the pull
+offer with its progress, and a one-line text prompt."""
+
+from __future__ import annotations
+
+import time
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Static
+from textual.widgets.option_list import Option
+
+from specchat.history import Conversation
+
+
+class LegendScreen(ModalScreen[None]):
+    """What the colours mean, and the keys."""
+
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+
+    def __init__(self, keys: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.keys = keys
+
+    def compose(self) -> ComposeResult:
+        sample = Content.assemble(
+            ("accepted draft", "$spec-accepted"), "  ",
+            ("rejected draft", "strike $spec-rejected"), "  ",
+            "target's own token",
+        )
+        hybrid = Content.assemble(
+            "hybrid: ", ("n-gram accepted", "$spec-ngram"), "  ", ("draft-model accepted", "$spec-model"),
+        )
+        numbers = Content.assemble(
+            "α = tokens per verify · speedup ", ("> 1", "bold $spec-good"), " won, ",
+            ("< 1", "bold $spec-bad"), " lost vs the measured off baseline",
+        )
+        key_lines = "\n".join(f"{k:>14}  {what}" for k, what in self.keys)
+        with Vertical(id="legend", classes="dialog"):
+            yield Static("Legend", classes="dialog-title")
+            yield Static(sample)
+            yield Static(hybrid)
+            yield Static(numbers)
+            yield Static(Content(key_lines), id="legend-keys")
+
+
+class TextPrompt(ModalScreen[str | None]):
+    """Ask for one line of text (rename)."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, title: str, value: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value = title, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(self.title_text, classes="dialog-title")
+            yield Input(self.value)
+
+    @on(Input.Submitted)
+    def done(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+
+class HistoryScreen(ModalScreen[int | None]):
+    """Past conversations: Enter opens, r renames, d deletes, e exports."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Close"),
+        Binding("r", "rename", "Rename"),
+        Binding("d", "delete", "Delete"),
+        Binding("e", "export", "Export Markdown"),
+    ]
+
+    def __init__(self, history, export_dir) -> None:
+        super().__init__()
+        self.history, self.export_dir = history, export_dir
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="history", classes="dialog"):
+            yield Static("Conversations  (enter open · r rename · d delete · e export)", classes="dialog-title")
+            yield OptionList(id="conversations")
+
+    def on_mount(self) -> None:
+        self.refresh_list()
+
+    def refresh_list(self) -> None:
+        ol = self.query_one(OptionList)
+        ol.clear_options()
+        for c in self.history.list():
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated))
+            ol.add_option(Option(f"{c.title}  ·  {c.n_messages} messages · {c.pair} · {when}", id=str(c.id)))
+        if ol.option_count:
+            ol.highlighted = 0
+        ol.focus()
+
+    def _selected(self) -> int | None:
+        ol = self.query_one(OptionList)
+        if ol.highlighted is None:
+            return None
+        return int(ol.get_option_at_index(ol.highlighted).id)
+
+    @on(OptionList.OptionSelected)
+    def open(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(int(event.option.id))
+
+    def action_rename(self) -> None:
+        conv_id = self._selected()
+        if conv_id is None:
+            return
+        conv: Conversation = self.history.load(conv_id)
+
+        def done(title: str | None) -> None:
+            if title:
+                self.history.rename(conv_id, title)
+                self.refresh_list()
+
+        self.app.push_screen(TextPrompt("Rename conversation", conv.title), done)
+
+    def action_delete(self) -> None:
+        conv_id = self._selected()
+        if conv_id is not None:
+            self.history.delete(conv_id)
+            self.refresh_list()
+
+    def action_export(self) -> None:
+        conv_id = self._selected()
+        if conv_id is None:
+            return
+        self.export_dir.mkdir(parents=True, exist_ok=True)
+        path = self.export_dir / f"conversation-{conv_id}.md"
+        path.write_text(self.history.export_markdown(conv_id), encoding="utf-8")
+        self.notify(f"exported to {path}")
+
+
+class PairPicker(ModalScreen[str | None]):
+    """Catalog pairs; a pair not pulled yet is pulled first."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Close")]
+
+    def __init__(self, pairs, current: str) -> None:
+        super().__init__()
+        self.pairs, self.current = pairs, current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="pairs", classes="dialog"):
+            yield Static("Model pairs", classes="dialog-title")
+            ol = OptionList(id="pair-list")
+            for p in self.pairs:
+                mark = "●" if p.name == self.current else " "
+                state = "pulled" if p.pulled else f"not pulled{_size(p.size)}"
+                ol.add_option(Option(f"{mark} {p.name}  ·  {state}\n   {p.description}", id=p.name))
+            yield ol
+
+    def on_mount(self) -> None:
+        names = [p.name for p in self.pairs]
+        ol = self.query_one(OptionList)
+        ol.highlighted = names.index(self.current) if self.current in names else 0
+        ol.focus()
+
+    @on(OptionList.OptionSelected)
+    def pick(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+
+def _size(n: int | None) -> str:
+    return "" if not n else f", {n / 1e9:.1f} GB"
+
+
+class PullScreen(ModalScreen[bool]):
+    """Offer to pull a pair, then pull it with a progress bar. Dismisses True when pulled."""
+
+    BINDINGS = [Binding("escape", "dismiss(False)", "Not now")]
+
+    def __init__(self, models, name: str, reason: str) -> None:
+        super().__init__()
+        self.models, self.pair_name, self.reason = models, name, reason
+
+    def compose(self) -> ComposeResult:
+        size = next((p.size for p in self.models.pairs() if p.name == self.pair_name), None)
+        with Vertical(id="pull", classes="dialog"):
+            yield Static("Model pair not pulled", classes="dialog-title")
+            yield Label(f"{self.reason}\nPull '{self.pair_name}'{_size(size)} now?", id="pull-question")
+            yield ProgressBar(id="pull-progress", show_eta=False)
+            yield Label("", id="pull-status")
+            with Horizontal(classes="buttons"):
+                yield Button("Pull", variant="primary", id="pull-yes")
+                yield Button("Not now", id="pull-no")
+
+    def on_mount(self) -> None:
+        self.query_one(ProgressBar).display = False
+
+    @on(Button.Pressed, "#pull-no")
+    def no(self) -> None:
+        self.dismiss(False)
+
+    @on(Button.Pressed, "#pull-yes")
+    def yes(self) -> None:
+        self.query_one(".buttons").display = False
+        self.query_one(ProgressBar).display = True
+        self.query_one("#pull-status", Label).update("starting…")
+        self.set_interval(0.25, self.poll)
+        self.pull()
+
+    def poll(self) -> None:
+        try:
+            done, total = self.models.pull_progress(self.pair_name)
+        except Exception:
+            return
+        self.query_one(ProgressBar).update(total=total, progress=done)
+        self.query_one("#pull-status", Label).update(
+            f"{done / 1e6:.0f} MB" + (f" of {total / 1e6:.0f} MB" if total else ""))
+
+    @work(thread=True, exclusive=True, group="pull", exit_on_error=False)
+    def pull(self) -> None:
+        try:
+            self.models.pull(self.pair_name)
+        except Exception as err:  # SpecchatError or a network error: say it, stay open
+            message = getattr(err, "message", str(err))
+            hint = getattr(err, "hint", "")
+            self.app.call_from_thread(self.failed, f"{message}" + (f"\nhint: {hint}" if hint else ""))
+            return
+        self.app.call_from_thread(self.dismiss, True)
+
+    def failed(self, text: str) -> None:
+        self.query_one("#pull-status", Label).update(Content.styled(f"pull failed: {text}", "$error"))
+        self.query_one(".buttons").display = True
+        self.query_one("#pull-yes", Button).label = "Retry"

@@ -1,0 +1,293 @@
+"""The chat's widgets: messages, the colour-coded reply, its stats line, the
+status bar, the stats panel and the prompt input.
+
+A reply is a list of spans ({text, kind, drafter}, as `specchat.stats.spans`
+makes them). Styles name theme variables ($spec-accepted, ...), which Textual
+resolves at render time, so a theme switch recolours every reply.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from textual import events
+from textual.containers import Vertical
+from textual.content import Content
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Markdown, Sparkline, Static, TextArea
+
+from specchat.stats import Round
+
+# --- spans --------------------------------------------------------------------
+
+
+def round_spans(r: Round, mode: str) -> list[dict]:
+    """The spans of one round. `mode` is the drafter that ran it: in hybrid
+    mode the source is recorded as hybrid:ngram / hybrid:draft."""
+    source = f"hybrid:{r.drafter}" if mode == "hybrid" else r.drafter
+    out = []
+    if r.accepted_text:
+        out.append({"text": r.accepted_text, "kind": "accepted", "drafter": source})
+    if r.rejected_text:
+        out.append({"text": r.rejected_text, "kind": "rejected", "drafter": source})
+    if r.target_text:
+        out.append({"text": r.target_text, "kind": "target", "drafter": "target"})
+    return out
+
+
+def merge_spans(spans: list[dict], new: list[dict]) -> None:
+    """Append `new` to `spans`, joining neighbours of the same kind and source."""
+    for s in new:
+        last = spans[-1] if spans else None
+        if last and last["kind"] == s["kind"] and last["drafter"] == s["drafter"]:
+            last["text"] += s["text"]
+        else:
+            spans.append(dict(s))
+
+
+def span_style(kind: str, drafter: str) -> str:
+    if kind == "rejected":
+        return "strike $spec-rejected"
+    if kind == "accepted":
+        if drafter == "hybrid:ngram":
+            return "$spec-ngram"
+        if drafter == "hybrid:draft":
+            return "$spec-model"
+        return "$spec-accepted"
+    return ""
+
+
+def spans_content(spans: list[dict], show_rejected: bool) -> Content:
+    content = Content("")
+    for s in spans:
+        if s["kind"] == "rejected" and not show_rejected:
+            continue
+        content = content.append_text(s["text"], span_style(s["kind"], s["drafter"]))
+    return content
+
+
+def reply_text(spans: list[dict]) -> str:
+    return "".join(s["text"] for s in spans if s["kind"] != "rejected")
+
+
+def last_code_block(text: str) -> str | None:
+    blocks = re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S)
+    return blocks[-1] if blocks else None
+
+
+# --- the stats line -------------------------------------------------------------
+
+
+def _num(value, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def stats_content(stats: dict, finish: str | None) -> Content:
+    """α, acceptance, tok/s, the measured off baseline and the speedup;
+    with drafter off, just tok/s."""
+    parts: list[Content] = []
+    if finish == "cancelled":
+        parts.append(Content.styled("cancelled", "bold $warning"))
+    elif finish == "context":
+        parts.append(Content.styled("context full", "bold $warning"))
+    drafters = stats.get("drafters") or []
+    if len(drafters) > 1:
+        parts.append(Content("→".join(drafters)))
+    if stats.get("drafted", 0) == 0 and set(drafters) <= {"off"}:
+        parts.append(Content(f"{stats.get('tok_s', 0):.1f} tok/s"))
+        return Content(" · ").join(parts)
+    parts.append(Content(f"α {stats.get('alpha', 0):.2f}"))
+    parts.append(Content(f"{stats.get('acceptance_rate', 0) * 100:.0f}% accepted"))
+    parts.append(Content(f"{stats.get('tok_s', 0):.1f} tok/s"))
+    parts.append(Content(f"off {_num(stats.get('baseline_tok_s'), '.1f')} tok/s"))
+    speedup = stats.get("speedup")
+    style = "" if speedup is None else "bold $spec-good" if speedup > 1 else "bold $spec-bad" if speedup < 1 else "bold"
+    parts.append(Content.styled(f"{_num(speedup, '.2f')}×", style))
+    return Content(" · ").join(parts)
+
+
+# --- messages in the chat ---------------------------------------------------------
+
+
+class UserMessage(Static):
+    """What the user sent."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(Content(text), classes="user-message")
+        self.text = text
+
+
+class ReplyBody(Static):
+    """The colour-coded reply. Grows by appending spans."""
+
+
+class StatsLine(Static):
+    """The numbers under a reply."""
+
+
+class AssistantMessage(Vertical):
+    """One reply: colour view (or rendered Markdown) and its stats line."""
+
+    def __init__(self, spans: list[dict] | None = None, stats: dict | None = None,
+                 finish: str | None = None, show_rejected: bool = True) -> None:
+        super().__init__(classes="assistant-message")
+        self.spans: list[dict] = [dict(s) for s in spans or []]
+        self.stats = stats
+        self.finish = finish
+        self.show_rejected = show_rejected
+        self.markdown_view = False
+        self._content = spans_content(self.spans, show_rejected)
+
+    def compose(self):
+        yield ReplyBody(self._content)
+        yield StatsLine("" if self.stats is None else stats_content(self.stats, self.finish))
+
+    def on_mount(self) -> None:
+        self.set_class(self.stats is None, "-streaming")
+        self.set_class(self.finish == "cancelled", "-cancelled")
+
+    @property
+    def text(self) -> str:
+        return reply_text(self.spans)
+
+    def add_spans(self, new: list[dict]) -> None:
+        """Append streamed spans; the Content grows, it is not rebuilt."""
+        merge_spans(self.spans, new)
+        for s in new:
+            if s["kind"] == "rejected" and not self.show_rejected:
+                continue
+            self._content = self._content.append_text(s["text"], span_style(s["kind"], s["drafter"]))
+        self.query_one(ReplyBody).update(self._content)
+
+    def end(self, stats: dict, finish: str) -> None:
+        self.stats, self.finish = stats, finish
+        self.remove_class("-streaming")
+        self.set_class(finish == "cancelled", "-cancelled")
+        self.query_one(StatsLine).update(stats_content(stats, finish))
+
+    def set_show_rejected(self, show: bool) -> None:
+        self.show_rejected = show
+        self._content = spans_content(self.spans, show)
+        self.query_one(ReplyBody).update(self._content)
+
+    async def toggle_markdown(self) -> None:
+        """Flip between the colour view and rendered Markdown."""
+        self.markdown_view = not self.markdown_view
+        if self.markdown_view and not self.query(Markdown):
+            await self.mount(Markdown(self.text), before=self.query_one(StatsLine))
+        self.query_one(ReplyBody).display = not self.markdown_view
+        for md in self.query(Markdown):
+            md.display = self.markdown_view
+
+
+# --- status bar -------------------------------------------------------------------
+
+
+@dataclass
+class Status:
+    pair: str = ""
+    drafter: str = ""
+    k: int = 0
+    temp: float = 0.0
+    used: int = 0
+    n_ctx: int = 0
+    live_tok_s: float | None = None  # while generating
+    note: str = ""  # loading…, no model, …
+
+
+class StatusBar(Static):
+    status: reactive[Status] = reactive(Status, always_update=True)
+
+    def render(self) -> Content:
+        s = self.status
+        if not s.pair:
+            return Content(s.note or "no model loaded")
+        parts = [
+            Content.styled(s.pair, "bold"),
+            Content.assemble("drafter ", (s.drafter, "bold $accent")),
+            Content(f"k {s.k}"),
+            Content(f"temp {s.temp:g}"),
+            Content(f"ctx {s.used}/{s.n_ctx}"),
+        ]
+        if s.live_tok_s is not None:
+            parts.append(Content.styled(f"{s.live_tok_s:.1f} tok/s", "bold"))
+        if s.note:
+            parts.append(Content.styled(s.note, "italic"))
+        return Content(" · ").join(parts)
+
+
+# --- stats panel ------------------------------------------------------------------
+
+
+def bar(share: float, width: int = 20) -> str:
+    full = round(max(0.0, min(1.0, share)) * width)
+    return "█" * full + "·" * (width - full)
+
+
+class StatsPanel(Vertical):
+    """Per-turn α and speedup, per-position acceptance, totals, time split."""
+
+    def compose(self):
+        yield Static("Stats", classes="panel-title")
+        yield Static("α per reply", classes="panel-label")
+        yield Sparkline([], id="alpha-spark")
+        yield Static("speedup per reply", classes="panel-label")
+        yield Sparkline([], id="speedup-spark")
+        yield Static("", id="panel-numbers")
+
+    def show(self, turns: list[dict]) -> None:
+        self.query_one("#alpha-spark", Sparkline).data = [t.get("alpha", 0.0) for t in turns]
+        self.query_one("#speedup-spark", Sparkline).data = [t.get("speedup") or 0.0 for t in turns]
+        self.query_one("#panel-numbers", Static).update(panel_text(turns))
+
+
+def panel_text(turns: list[dict]) -> Content:
+    if not turns:
+        return Content("no replies yet")
+    last = turns[-1]
+    lines = [f"last α {last.get('alpha', 0):.2f} · speedup {_num(last.get('speedup'), '.2f')}×", "",
+             "acceptance by draft position (last reply)"]
+    for i, share in enumerate(last.get("per_position_acceptance") or []):
+        lines.append(f"{i + 1:>3} {bar(share)} {share * 100:3.0f}%")
+    drafted = sum(t.get("drafted", 0) for t in turns)
+    accepted = sum(t.get("accepted", 0) for t in turns)
+    rate = accepted / drafted * 100 if drafted else 0.0
+    lines += ["", f"totals: {drafted} drafted · {accepted} accepted ({rate:.0f}%)",
+              f"        {sum(t.get('tokens', 0) for t in turns)} tokens in {len(turns)} replies", "",
+              "time split (all replies)"]
+    split = {k: sum(t.get(f"t_{k}", 0.0) for t in turns) for k in ("draft", "verify", "plain", "other")}
+    total = sum(split.values()) or 1.0
+    for name, secs in split.items():
+        lines.append(f"{name:>7} {bar(secs / total)} {secs / total * 100:3.0f}% {secs:.2f}s")
+    return Content("\n".join(lines))
+
+
+# --- prompt input -----------------------------------------------------------------
+
+
+class PromptInput(TextArea):
+    """Enter sends; shift+enter or ctrl+j inserts a newline."""
+
+    @dataclass
+    class Submitted(Message):
+        text: str
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.prevent_default()
+            event.stop()
+            text = self.text.strip()
+            if text:
+                self.post_message(self.Submitted(text))
+            return
+        if event.key in ("shift+enter", "ctrl+j", "alt+enter"):
+            event.prevent_default()
+            event.stop()
+            self.insert("\n")
+            return
+        await super()._on_key(event)

@@ -1,0 +1,79 @@
+"""Themes: the four built-ins carry every spec colour; the colour-blind one
+keeps accepted and rejected apart without red/green; user TOML themes."""
+
+from __future__ import annotations
+
+import colorsys
+
+import pytest
+from textual.color import Color
+
+from specchat.themes import BUILTIN, COLORBLIND, HIGH_CONTRAST, SPEC_VARIABLES, load_user_themes, theme_from_toml
+
+
+def hue(colour: str) -> float:
+    r, g, b = Color.parse(colour).rgb
+    return colorsys.rgb_to_hsv(r / 255, g / 255, b / 255)[0] * 360
+
+
+def test_four_builtins_with_every_spec_variable():
+    assert [t.name for t in BUILTIN] == ["specchat-dark", "specchat-light", "specchat-colorblind",
+                                          "specchat-high-contrast"]
+    for theme in BUILTIN:
+        assert set(SPEC_VARIABLES) <= set(theme.variables), theme.name
+        v = theme.variables
+        assert v["spec-accepted"] != v["spec-rejected"]
+        assert v["spec-ngram"] != v["spec-model"]
+
+
+def test_colorblind_uses_blue_and_orange_not_red_green():
+    v = COLORBLIND.variables
+    for name in ("spec-accepted", "spec-good", "spec-ngram"):
+        assert 180 <= hue(v[name]) <= 260, name  # blue
+    for name in ("spec-rejected", "spec-bad"):
+        assert 20 <= hue(v[name]) <= 50, name  # orange
+    for colour in v.values():
+        h = hue(colour)
+        assert not (90 <= h <= 150) and not (h < 15 or h > 345), colour  # no green, no red
+
+
+def test_high_contrast_is_extreme():
+    assert HIGH_CONTRAST.background == "#000000" and HIGH_CONTRAST.foreground == "#ffffff"
+    for name in ("spec-accepted", "spec-rejected"):
+        assert Color.parse(HIGH_CONTRAST.variables[name]).brightness > 0.4
+
+
+def test_user_theme_from_toml(tmp_path):
+    (tmp_path / "mine.toml").write_text('primary = "#123456"\ndark = false\n[variables]\nspec-accepted = "#00aaff"\n')
+    (tmp_path / "broken.toml").write_text('primary = \n')
+    (tmp_path / "odd.toml").write_text('primary = "#111111"\ncolour = "x"\n')
+    themes, errors = load_user_themes(tmp_path)
+    assert [t.name for t in themes] == ["mine"]
+    assert themes[0].variables["spec-accepted"] == "#00aaff"
+    assert themes[0].variables["spec-rejected"]  # filled from the defaults
+    assert themes[0].dark is False
+    assert len(errors) == 2 and "broken.toml" in errors[0] and "unknown key 'colour'" in errors[1]
+
+
+def test_theme_needs_primary():
+    with pytest.raises(ValueError, match="primary"):
+        theme_from_toml('name = "x"\n', "x")
+
+
+async def test_app_registers_user_themes(tmp_path, monkeypatch):
+    from tests.test_tui import make_app, ready
+
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
+    folder = tmp_path / "config" / "themes"
+    folder.mkdir(parents=True)
+    (folder / "ocean.toml").write_text('primary = "#0088cc"\n[variables]\nspec-accepted = "#00aaff"\n')
+    from specchat.config import Settings
+
+    app = make_app(tmp_path, settings=Settings(theme="ocean"))
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        assert app.theme == "ocean"
+        assert app.theme_variables["spec-accepted"] == "#00aaff"
+        app.theme = "specchat-colorblind"
+        await pilot.pause()
+        assert app.theme_variables["spec-rejected"] == "#e69f00"

@@ -1,0 +1,536 @@
+"""The chat app under Pilot, on the real engine with the fake model.
+
+Replies are checked as the user sees them: the rendered segments of the
+reply (text, colour, strike-through), the stats line's text, the status bar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import numpy as np
+import pytest
+from rich.style import Style
+from textual.geometry import Region
+
+from specchat.chat import ChatSession
+from specchat.config import Settings
+from specchat.history import History
+from specchat.tui.app import SpecchatApp
+from specchat.tui.models import PairInfo
+from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, StatusBar, UserMessage
+from tests.fake_model import EOS, FakeModel
+
+DARK = {"accepted": "#4ec96b", "rejected": "#e0605e", "ngram": "#4ec96b", "model": "#3fb8c4", "fg": "#d8dbe2"}
+
+
+# --- fakes and helpers ---------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path, monkeypatch):
+    """Settings, themes and history under tmp_path, never the user's."""
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
+
+
+def long_model(seed: int = 7, step_seconds: float = 0.0) -> FakeModel:
+    """The fake model with EOS made impossible: replies run to max_tokens."""
+    m = FakeModel(seed=seed, step_seconds=step_seconds)
+    m.table[:, :, EOS] -= 50.0
+    return m
+
+
+def noisy_draft(noise: float = 1.0) -> FakeModel:
+    """The target's weights plus noise: some drafts accepted, some rejected."""
+    m = long_model()
+    m.table += np.random.default_rng(3).normal(0.0, noise, m.table.shape).astype(np.float32)
+    return m
+
+
+class FakeModels:
+    """The app's model store and loader, on the fake model."""
+
+    def __init__(self, pulled: bool = True, step_seconds: float = 0.0, max_tokens: int = 60,
+                 draft=noisy_draft, temp: float = 0.0) -> None:
+        self.pulled = pulled
+        self.step_seconds = step_seconds
+        self.max_tokens = max_tokens
+        self.draft = draft
+        self.pull_calls = 0
+        self.opened: list[ChatSession] = []
+
+    def pairs(self):
+        return [PairInfo("fake-pair", "a fake pair", self.pulled, True, 2_000_000),
+                PairInfo("other-pair", "another fake pair", True, False, 1_000_000)]
+
+    def default_pair(self) -> str:
+        return "fake-pair"
+
+    def is_pulled(self, name: str) -> bool:
+        return self.pulled or name != "fake-pair"
+
+    def pull(self, name: str) -> None:
+        self.pull_calls += 1
+        import time
+
+        time.sleep(0.3)
+        self.pulled = True
+
+    def pull_progress(self, name: str):
+        return (2_000_000 if self.pulled else 500_000), 2_000_000
+
+    def open(self, pair: str, drafter: str, k: int, settings: Settings) -> ChatSession:
+        session = ChatSession(long_model(step_seconds=self.step_seconds), load_draft_model=self.draft,
+                              drafter=drafter, k=k, pair=pair, max_tokens=self.max_tokens,
+                              system=settings.system_prompt or None)
+        self.opened.append(session)
+        return session
+
+
+def make_app(tmp_path, models=None, settings=None, **kw) -> SpecchatApp:
+    history = History(tmp_path / "history.sqlite3")
+    return SpecchatApp(models or FakeModels(), settings or Settings(), history=history,
+                       save_settings=kw.pop("save_settings", False), **kw)
+
+
+async def wait_until(pilot, predicate, timeout: float = 10.0) -> None:
+    """Poll the app until predicate() holds (no fixed sleeps)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError(f"timed out waiting for {predicate}")
+        await pilot.pause(0.02)
+
+
+async def ready(pilot) -> None:
+    await wait_until(pilot, lambda: pilot.app.session is not None)
+
+
+async def send(pilot, text: str) -> AssistantMessage:
+    """Type a message, press Enter, wait for the reply to end."""
+    app = pilot.app
+    replies = app.query(AssistantMessage)
+    before = replies.last() if replies else None
+    prompt = app.query_one(PromptInput)
+    prompt.text = text
+    prompt.focus()
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last() is not before)
+    await wait_until(pilot, lambda: not app.generating)
+    await pilot.pause()
+    return app.query(AssistantMessage).last()
+
+
+def segments(widget) -> list[tuple[str, Style]]:
+    """The widget's rendered text as (text, style) runs, as the terminal gets them."""
+    w, h = widget.size
+    out = []
+    for strip in widget.render_lines(Region(0, 0, w, h)):
+        for seg in strip:
+            if seg.text.strip():
+                out.append((seg.text, seg.style))
+    return out
+
+
+def hexcolor(style: Style) -> str | None:
+    return None if style.color is None else style.color.triplet.hex
+
+
+def squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def rendered_by_colour(widget) -> dict[tuple[str | None, bool], str]:
+    """Rendered text (whitespace removed) per (colour, strike)."""
+    out: dict[tuple[str | None, bool], str] = {}
+    for text, style in segments(widget):
+        key = (hexcolor(style), bool(style.strike))
+        out[key] = out.get(key, "") + squash(text)
+    return out
+
+
+def spans_text(reply: AssistantMessage, kind: str, drafter: str | None = None) -> str:
+    return squash("".join(s["text"] for s in reply.spans
+                          if s["kind"] == kind and (drafter is None or s["drafter"] == drafter)))
+
+
+# --- replies and their colours ----------------------------------------------------------
+
+
+async def test_reply_colours_accepted_rejected_target(tmp_path):
+    app = make_app(tmp_path, drafter="draft", k=4)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        kinds = {s["kind"] for s in reply.spans}
+        assert kinds == {"accepted", "rejected", "target"}
+        by_colour = rendered_by_colour(reply.query_one(ReplyBody))
+        assert by_colour[(DARK["accepted"], False)] == spans_text(reply, "accepted")
+        assert by_colour[(DARK["rejected"], True)] == spans_text(reply, "rejected")
+        assert by_colour[(DARK["fg"], False)] == spans_text(reply, "target")
+        # The reply is the target's text: rejected drafts are not part of it.
+        assert reply.text == app.session.messages[-1]["content"]
+        assert squash(reply.text) == squash("".join(s["text"] for s in reply.spans if s["kind"] != "rejected"))
+        # A rejected draft sits right before the target's correction.
+        for i, s in enumerate(reply.spans):
+            if s["kind"] == "rejected":
+                assert reply.spans[i + 1]["kind"] == "target"
+
+
+async def test_hybrid_tells_ngram_from_model(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(max_tokens=80), drafter="hybrid", k=4)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        sources = {s["drafter"] for s in reply.spans if s["kind"] == "accepted"}
+        assert sources == {"hybrid:ngram", "hybrid:draft"}
+        by_colour = rendered_by_colour(reply.query_one(ReplyBody))
+        assert by_colour[(DARK["model"], False)] == spans_text(reply, "accepted", "hybrid:draft")
+        # In the dark theme n-gram accepted shares the accepted colour; target text is plain.
+        assert spans_text(reply, "accepted", "hybrid:ngram") in by_colour[(DARK["ngram"], False)]
+
+
+async def test_toggle_rejected_hides_struck_drafts(tmp_path):
+    app = make_app(tmp_path, drafter="draft", k=4)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        body = reply.query_one(ReplyBody)
+        assert any(style.strike for _, style in segments(body))
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert not any(style.strike for _, style in segments(body))
+        assert "".join(squash(t) for t, _ in segments(body)) == squash(reply.text)
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert any(style.strike for _, style in segments(body))
+
+
+# --- numbers ---------------------------------------------------------------------------------
+
+
+async def test_stats_line_matches_the_engine(tmp_path):
+    app = make_app(tmp_path, drafter="draft", k=4)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        # The same conversation without the UI: alpha and acceptance are deterministic.
+        headless = FakeModels().open("fake-pair", "draft", 4, Settings()).reply("hello").stats
+        line = str(reply.query_one(StatsLine).render())
+        assert f"α {headless.alpha:.2f}" in line
+        assert f"{headless.acceptance_rate * 100:.0f}% accepted" in line
+        s = reply.stats
+        assert re.fullmatch(
+            rf"α {s['alpha']:.2f} · \d+% accepted · {s['tok_s']:.1f} tok/s · off {s['baseline_tok_s']:.1f} tok/s · "
+            rf"{s['speedup']:.2f}×", line)
+        speed = next(style for text, style in segments(reply.query_one(StatsLine)) if "×" in text)
+        assert hexcolor(speed) == (DARK["accepted"] if s["speedup"] > 1 else DARK["rejected"])
+
+
+async def test_speedup_colour_green_above_one_red_below(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        for speedup, colour in ((1.4, DARK["accepted"]), (0.6, DARK["rejected"])):
+            stats = {"alpha": 2.0, "acceptance_rate": 0.5, "tok_s": 10.0, "baseline_tok_s": 8.0, "speedup": speedup,
+                     "drafted": 10, "drafters": ["ngram"]}
+            reply = AssistantMessage([{"text": "hi", "kind": "target", "drafter": "target"}], stats, "eos")
+            await app.query_one("#chat").mount(reply)
+            await pilot.pause()
+            speed = next(style for text, style in segments(reply.query_one(StatsLine)) if "×" in text)
+            assert hexcolor(speed) == colour
+
+
+async def test_drafter_off_shows_just_tok_s(tmp_path):
+    app = make_app(tmp_path, drafter="off")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        line = str(reply.query_one(StatsLine).render())
+        assert re.fullmatch(r"\d+\.\d tok/s", line), line
+        assert {s["kind"] for s in reply.spans} == {"target"}
+
+
+async def test_status_bar_and_k_keys(tmp_path):
+    app = make_app(tmp_path, drafter="ngram", k=5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        bar = app.query_one(StatusBar)
+        assert str(bar.render()) == "fake-pair · drafter ngram · k 5 · temp 0 · ctx 0/4096"
+        await pilot.press("ctrl+up", "ctrl+up")
+        assert app.session.k == 7
+        await pilot.press("ctrl+down")
+        assert app.session.k == 6
+        assert "k 6" in str(bar.render())
+        await send(pilot, "hi")
+        used = app.session.context_used
+        assert used > 0 and f"ctx {used}/4096" in str(bar.render())
+
+
+async def test_live_tok_s_while_generating(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=80), drafter="ngram")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.query_one(PromptInput).text = "hello"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: (app.live_tok_s or 0) > 0)
+        assert re.search(r" · \d+\.\d tok/s$", str(app.query_one(StatusBar).render()))
+        await wait_until(pilot, lambda: not app.generating)
+        assert "tok/s" not in str(app.query_one(StatusBar).render())
+
+
+# --- drafters, cancel, regenerate, edit ---------------------------------------------------------
+
+
+async def test_cycle_drafter_mid_reply(tmp_path):
+    models = FakeModels(step_seconds=0.02, max_tokens=120)
+    app = make_app(tmp_path, models=models, drafter="off", k=4)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.query_one(PromptInput).text = "hello"
+        await pilot.press("enter")
+        reply = None
+        await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
+        reply = app.query(AssistantMessage).last()
+        await pilot.press("ctrl+d")  # off -> ngram, from the next round
+        assert "drafter ngram" in str(app.query_one(StatusBar).render())
+        await wait_until(pilot, lambda: any(s["kind"] == "accepted" for s in reply.spans))
+        await pilot.press("ctrl+d")  # ngram -> draft
+        await wait_until(pilot, lambda: not app.generating)
+        assert reply.stats["drafters"] == ["off", "ngram", "draft"]
+        assert str(reply.query_one(StatsLine).render()).startswith("off→ngram→draft · α ")
+        assert reply.spans[0]["kind"] == "target"  # off: the target's own tokens first
+        assert {s["drafter"] for s in reply.spans if s["kind"] == "accepted"} <= {"ngram", "draft"}
+        assert app.session.drafter_name == "draft"
+
+
+async def test_cycle_order_and_skips_without_draft_model(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(draft=None), drafter="off")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        seen = []
+        for _ in range(3):
+            await pilot.press("ctrl+d")
+            seen.append(app.drafter)
+        assert seen == ["ngram", "off", "ngram"]  # no draft model: draft and hybrid are skipped
+    app = make_app(tmp_path, drafter="off")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        seen = []
+        for _ in range(4):
+            await pilot.press("ctrl+d")
+            seen.append(app.drafter)
+        assert seen == ["ngram", "draft", "hybrid", "off"]
+
+
+async def test_escape_cancels_and_keeps_partial_reply(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.03, max_tokens=400), drafter="ngram")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.query_one(PromptInput).text = "hello"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.generating)
+        reply = app.query(AssistantMessage).last()
+        assert reply.finish == "cancelled"
+        assert reply.has_class("-cancelled")
+        assert str(reply.query_one(StatsLine).render()).startswith("cancelled · α ")
+        assert 0 < reply.stats["tokens"] < 400
+        assert reply.text and reply.text == app.session.messages[-1]["content"]
+        stored = app.history.load(app.conv_id).messages
+        assert [m.role for m in stored] == ["user", "assistant"]
+        assert stored[1].finish == "cancelled" and stored[1].content == reply.text
+
+
+async def test_regenerate_replaces_the_last_reply(tmp_path):
+    app = make_app(tmp_path, drafter="ngram")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        first = await send(pilot, "hello")
+        text = first.text
+        await pilot.press("ctrl+r")
+        await wait_until(pilot, lambda: not app.generating and app.query(AssistantMessage).last() is not first)
+        await wait_until(pilot, lambda: not app.generating)
+        replies = app.query(AssistantMessage)
+        assert len(replies) == 1
+        assert replies.last().text == text  # greedy: the same reply again
+        assert [m["role"] for m in app.session.messages] == ["user", "assistant"]
+        assert [m.role for m in app.history.load(app.conv_id).messages] == ["user", "assistant"]
+
+
+async def test_edit_last_resends(tmp_path):
+    app = make_app(tmp_path, drafter="ngram")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await pilot.press("ctrl+l")
+        prompt = app.query_one(PromptInput)
+        assert prompt.text == "hello"
+        await send(pilot, "goodbye")
+        users = [u.text for u in app.query(UserMessage)]
+        assert users == ["goodbye"]
+        assert len(app.query(AssistantMessage)) == 1
+        assert [m["content"] for m in app.session.messages][0] == "goodbye"
+        assert [m.content for m in app.history.load(app.conv_id).messages][0] == "goodbye"
+
+
+async def test_new_chat_clears(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        first = app.conv_id
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert not app.query(AssistantMessage) and app.session.messages == [] and app.conv_id is None
+        await send(pilot, "again")
+        assert app.conv_id != first
+        assert len(app.history.list()) == 2
+
+
+async def test_markdown_view_and_copy(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        await pilot.press("f5")
+        await pilot.pause()
+        assert reply.markdown_view and not reply.query_one(ReplyBody).display
+        await pilot.press("f5")
+        assert reply.query_one(ReplyBody).display
+        await pilot.press("f6")
+        assert app.clipboard == reply.text
+        reply.spans.append({"text": "\n```python\nprint(1)\n```\n", "kind": "target", "drafter": "target"})
+        await pilot.press("f7")
+        assert app.clipboard == "print(1)\n"
+
+
+# --- history ---------------------------------------------------------------------------------------
+
+
+async def test_history_reload_shows_same_colours_and_numbers(tmp_path):
+    app = make_app(tmp_path, drafter="draft", k=4)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        spans, line = [dict(s) for s in reply.spans], str(reply.query_one(StatsLine).render())
+        colours = rendered_by_colour(reply.query_one(ReplyBody))
+    app2 = make_app(tmp_path)  # a restart: same database
+    async with app2.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("f3")
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(app2.query(AssistantMessage)) == 1)
+        await pilot.pause()
+        again = app2.query_one(AssistantMessage)
+        assert again.spans == spans
+        assert str(again.query_one(StatsLine).render()) == line
+        assert rendered_by_colour(again.query_one(ReplyBody)) == colours
+        # The session continues the reopened conversation.
+        assert [m["role"] for m in app2.session.messages] == ["user", "assistant"]
+        await send(pilot, "more")
+        assert [m.role for m in app2.history.load(app2.conv_id).messages] == ["user", "assistant"] * 2
+
+
+# --- first run, pairs, settings --------------------------------------------------------------------------
+
+
+async def test_first_run_offers_to_pull(tmp_path):
+    models = FakeModels(pulled=False)
+    app = make_app(tmp_path, models=models)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")
+        assert "not pulled" in str(app.query_one(StatusBar).render())
+        question = str(app.screen.query_one("#pull-question").render())
+        assert "'fake-pair'" in question and "2.0 GB" not in question  # size from pairs(): 2 MB
+        await pilot.click("#pull-yes")
+        await wait_until(pilot, lambda: app.session is not None)
+        assert models.pull_calls == 1
+        assert str(app.query_one(StatusBar).render()).startswith("fake-pair · drafter ngram")
+
+
+async def test_first_run_not_now_leaves_a_clear_status(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(pulled=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")
+        await pilot.click("#pull-no")
+        await pilot.pause()
+        assert app.session is None
+        assert str(app.query_one(StatusBar).render()) == "no model: 'fake-pair' is not pulled (F4 picks or pulls a pair)"
+        app.query_one(PromptInput).text = "hi"
+        await pilot.press("enter")
+        assert not app.query(AssistantMessage)
+
+
+async def test_pair_picker_switches_and_keeps_the_conversation(tmp_path):
+    models = FakeModels()
+    app = make_app(tmp_path, models=models)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await pilot.press("f4")
+        await pilot.pause()
+        await pilot.press("down", "enter")
+        await wait_until(pilot, lambda: app.session.pair == "other-pair")
+        assert len(app.session.messages) == 2
+        assert str(app.query_one(StatusBar).render()).startswith("other-pair · ")
+
+
+async def test_keymap_remaps_a_binding(tmp_path):
+    app = make_app(tmp_path, settings=Settings(keymap={"cycle_drafter": "f9"}), drafter="off")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+d")
+        assert app.drafter == "off"
+        await pilot.press("f9")
+        assert app.drafter == "ngram"
+
+
+async def test_config_errors_are_shown(tmp_path):
+    app = make_app(tmp_path, config_errors=["settings.toml, line 3: k should be a whole number"])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        assert any("line 3" in n.message for n in app._notifications)
+
+
+async def test_theme_choice_persists(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
+    from specchat.config import load_settings
+
+    app = make_app(tmp_path, save_settings=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.theme = "specchat-colorblind"
+        await pilot.pause()
+    assert load_settings().theme == "specchat-colorblind"
+    assert load_settings().pair == "fake-pair"
+
+
+async def test_command_palette_lists_every_action(tmp_path):
+    from specchat.tui.app import ACTIONS, SpecchatCommands
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        titles = [t for t, _, _ in SpecchatCommands(app.screen)._commands()]
+        assert titles == [a.title for a in ACTIONS]
+        ids = {b.id for bindings in app._bindings.key_to_bindings.values() for b in bindings}
+        assert {a.id for a in ACTIONS} <= ids
+
+
+async def test_legend_shows_the_colours(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("f1")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "LegendScreen"
+        runs = [(t, hexcolor(s), bool(s.strike)) for w in app.screen.query("Static") for t, s in segments(w)]
+        assert ("accepted draft", DARK["accepted"], False) in runs
+        assert ("rejected draft", DARK["rejected"], True) in runs
+        await pilot.press("escape")
+        assert app.screen.__class__.__name__ != "LegendScreen"
