@@ -247,21 +247,23 @@ def panel_text(turns: list[dict]) -> Content:
     if not turns:
         return Content("no replies yet")
     last = turns[-1]
-    lines = [f"last α {last.get('alpha', 0):.2f} · speedup {_num(last.get('speedup'), '.2f')}×", "",
-             "acceptance by draft position (last reply)"]
+    lines = [Content(f"last α {last.get('alpha', 0):.2f} · speedup {_num(last.get('speedup'), '.2f')}×"),
+             Content(""), Content("acceptance by draft position (last reply)")]
     for i, share in enumerate(last.get("per_position_acceptance") or []):
-        lines.append(f"{i + 1:>3} {bar(share)} {share * 100:3.0f}%")
+        lines.append(Content.assemble(f"{i + 1:>3} ", (bar(share), "$spec-accepted"), f" {share * 100:3.0f}%"))
     drafted = sum(t.get("drafted", 0) for t in turns)
     accepted = sum(t.get("accepted", 0) for t in turns)
     rate = accepted / drafted * 100 if drafted else 0.0
-    lines += ["", f"totals: {drafted} drafted · {accepted} accepted ({rate:.0f}%)",
-              f"        {sum(t.get('tokens', 0) for t in turns)} tokens in {len(turns)} replies", "",
-              "time split (all replies)"]
+    lines += [Content(""), Content(f"totals: {drafted} drafted · {accepted} accepted ({rate:.0f}%)"),
+              Content(f"        {sum(t.get('tokens', 0) for t in turns)} tokens in {len(turns)} replies"),
+              Content(""), Content("time split (all replies)")]
     split = {k: sum(t.get(f"t_{k}", 0.0) for t in turns) for k in ("draft", "verify", "plain", "other")}
     total = sum(split.values()) or 1.0
+    colours = {"draft": "$spec-model", "verify": "$primary", "plain": "$text-muted", "other": "$warning"}
     for name, secs in split.items():
-        lines.append(f"{name:>7} {bar(secs / total)} {secs / total * 100:3.0f}% {secs:.2f}s")
-    return Content("\n".join(lines))
+        share = secs / total
+        lines.append(Content.assemble(f"{name:>7} ", (bar(share), colours[name]), f" {share * 100:3.0f}% {secs:.2f}s"))
+    return Content("\n").join(lines)
 
 
 # --- prompt input -----------------------------------------------------------------

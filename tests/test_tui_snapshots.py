@@ -1,0 +1,85 @@
+"""Snapshots of the chat (pytest-textual-snapshot). The replies come from a
+stored conversation with fixed spans and numbers, so the pictures are stable.
+Update them with `pytest tests/test_tui_snapshots.py --snapshot-update`."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.config import Settings
+from specchat.history import History, Message
+from specchat.tui.widgets import PromptInput
+from tests.test_tui import FakeModels, make_app, wait_until
+
+SIZE = (110, 30)
+
+SPANS = [
+    {"text": "Here is the function with the rename applied:\n\n```python\ndef ", "kind": "target", "drafter": "target"},
+    {"text": "total_price(items", "kind": "accepted", "drafter": "ngram"},
+    {"text": ", tax", "kind": "rejected", "drafter": "ngram"},
+    {"text": "):\n", "kind": "target", "drafter": "target"},
+    {"text": "    return sum(item.price for item in items", "kind": "accepted", "drafter": "ngram"},
+    {"text": ")\n```\n\nThe ", "kind": "target", "drafter": "target"},
+    {"text": "body is", "kind": "accepted", "drafter": "draft"},
+    {"text": " loop was", "kind": "rejected", "drafter": "draft"},
+    {"text": " unchanged", "kind": "target", "drafter": "target"},
+    {"text": "; only the name", "kind": "accepted", "drafter": "draft"},
+    {"text": " moved", "kind": "rejected", "drafter": "draft"},
+    {"text": " changed.", "kind": "target", "drafter": "target"},
+]
+
+
+def stats(alpha, speedup, per_position, drafters=("ngram", "draft")) -> dict:
+    return {"tokens": 52, "verify_rounds": 14, "alpha": alpha, "drafted": 40, "accepted": 31,
+            "acceptance_rate": 0.775, "per_position_acceptance": per_position, "tok_s": 38.4,
+            "spec_tok_s": 40.1, "baseline_tok_s": 27.9, "speedup": speedup, "t_draft": 0.21, "t_verify": 0.98,
+            "t_plain": 0.12, "t_other": 0.05, "drafters": list(drafters)}
+
+
+def seeded_app(tmp_path, theme: str = "specchat-dark"):
+    history = History(tmp_path / "history.sqlite3")
+    cid = history.new_conversation("rename", "fake-pair")
+    history.add_message(cid, Message("user", "Rename compute to total_price."))
+    history.add_message(cid, Message("assistant", "", "eos", stats(3.71, 1.38, [0.95, 0.9, 0.8, 0.6]), SPANS))
+    history.add_message(cid, Message("user", "Thanks. And a docstring?"))
+    history.add_message(cid, Message("assistant", "", "cancelled",
+                                     stats(1.42, 0.74, [0.5, 0.25], ("draft",)),
+                                     [{"text": " Sure:", "kind": "accepted", "drafter": "draft"},
+                                      {"text": " no", "kind": "rejected", "drafter": "draft"},
+                                      {"text": " add", "kind": "target", "drafter": "target"}]))
+    history.close()
+    app = make_app(tmp_path, models=FakeModels(), settings=Settings(theme=theme))
+
+    async def run_before(pilot):
+        await wait_until(pilot, lambda: app.session is not None)
+        app.query_one(PromptInput).cursor_blink = False
+        app.load_conversation(cid)
+        await pilot.pause()
+
+    return app, run_before
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
+
+
+def test_reply_with_rejected_drafts(snap_compare, tmp_path):
+    app, run_before = seeded_app(tmp_path)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_stats_panel(snap_compare, tmp_path):
+    app, load = seeded_app(tmp_path)
+
+    async def run_before(pilot):
+        await load(pilot)
+        await pilot.press("f2")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_colorblind_theme(snap_compare, tmp_path):
+    app, run_before = seeded_app(tmp_path, theme="specchat-colorblind")
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
