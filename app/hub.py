@@ -40,7 +40,7 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 
 class HubError(SpecchatError):
     """The Hub could not serve a file. `kind` is one of: offline, unreachable,
-    server, auth, gated, not_found, cut, unverifiable."""
+    server, auth, gated, not_found, cut, changed, unverifiable."""
 
     def __init__(self, message: str, hint: str = "", kind: str = "server") -> None:
         super().__init__(message, hint)

