@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
+from specchat.costmodel import CostModel
 from specchat.drafters import Drafters
 from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
@@ -31,14 +32,18 @@ class ChatSession:
         system: str | None = None,
         max_tokens: int = 1024,
         pair: str = "",
+        draft_cost_prior: float = 0.5,
     ) -> None:
         self.target = target
         self.pair = pair
         self.system = system
         self.max_tokens = max_tokens
         self.messages: list[dict] = []  # {"role", "content"}, system excluded
-        self.drafters = Drafters(load_draft_model, sampling)
-        self.engine = Engine(target, self.drafters.get(drafter), k=k, sampling=sampling, baseline_every=baseline_every)
+        self.costs = CostModel()
+        self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior)
+        self.engine = Engine(
+            target, self.drafters.get(drafter), k=k, sampling=sampling, baseline_every=baseline_every, costs=self.costs
+        )
 
     # --- knobs, safe from any thread -----------------------------------------
 

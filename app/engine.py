@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from specchat.costmodel import CostModel
 from specchat.drafters.base import Draft, Drafter
 from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
 from specchat.stats import Round, TurnStats, summarize
@@ -51,8 +52,10 @@ class Engine:
         k: int = 8,
         sampling: SamplingParams = SamplingParams(),
         baseline_every: int = 8,
+        costs: CostModel | None = None,
     ) -> None:
         self.target = target
+        self.costs = costs or CostModel()  # this machine's verify cost curve, refined every round
         self.drafter = drafter
         self.k = k
         self.sampling = sampling
@@ -73,7 +76,12 @@ class Engine:
             new, self._next_drafter = self._next_drafter, None
         if new is not None and new is not self.drafter:
             self.drafter = new
+            self._calibrate_if_needed()
             new.begin(context)
+
+    def _calibrate_if_needed(self) -> None:
+        if getattr(self.drafter, "needs_costs", False) and not self.costs.calibrated:
+            self.costs.calibrate(self.target)
 
     # --- the KV cache -----------------------------------------------------------
 
@@ -103,6 +111,7 @@ class Engine:
         cancel: threading.Event | None = None,
     ) -> Turn:
         n_prefill, t_prefill = self.prefill(prompt)
+        self._calibrate_if_needed()
         context = list(prompt)  # committed tokens; the last one is pending (not in KV)
         self.drafter.begin(context)
         turn = Turn()
@@ -161,6 +170,7 @@ class Engine:
         # KV now holds pending + all drafts; keep pending + the accepted ones.
         self.target.truncate(n_kv + 1 + len(accepted))
         t2 = time.perf_counter()
+        self.costs.observe(len(draft.tokens) + 1, t2 - t1)
         if draft.tokens and not arm:
             self.drafter.settle(draft, len(accepted))
         # Drafts after an end-of-generation token were never judged: drop them.

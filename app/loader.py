@@ -68,4 +68,6 @@ def open_session(
         system=system,
         max_tokens=max_tokens,
         pair=label,
+        # A draft step costs about its share of the target's bytes, until measured.
+        draft_cost_prior=d_path.stat().st_size / t_path.stat().st_size if d_path else 0.5,
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from specchat.costmodel import CostModel
+from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.hybrid import HybridDrafter
@@ -15,7 +17,7 @@ from specchat.drafters.ngram import NgramDrafter
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
 
-NAMES = ("off", "ngram", "draft", "hybrid")
+NAMES = ("off", "ngram", "draft", "hybrid", "auto")
 
 __all__ = ["Draft", "Drafter", "Drafters", "NAMES"]
 
@@ -23,9 +25,17 @@ __all__ = ["Draft", "Drafter", "Drafters", "NAMES"]
 class Drafters:
     """One instance of each drafter, built on first use."""
 
-    def __init__(self, load_draft_model: Callable[[], object] | None, sampling: SamplingParams) -> None:
+    def __init__(
+        self,
+        load_draft_model: Callable[[], object] | None,
+        sampling: SamplingParams,
+        costs: CostModel | None = None,
+        draft_cost_prior: float = 0.5,
+    ) -> None:
         self.load_draft_model = load_draft_model
         self.sampling = sampling
+        self.costs = costs or CostModel()  # shared with the engine, for auto
+        self.draft_cost_prior = draft_cost_prior
         self._made: dict[str, Drafter] = {}
 
     def get(self, name: str) -> Drafter:
@@ -40,6 +50,9 @@ class Drafters:
             return Drafter()
         if name == "ngram":
             return NgramDrafter()
+        if name == "auto":
+            model = self.get("draft") if self.load_draft_model else None
+            return AutoDrafter(self.get("ngram"), model, self.costs, self.draft_cost_prior)
         if self.load_draft_model is None:
             raise SpecchatError(f"drafter {name!r} needs a draft model", hint="pass --draft GGUF or use a --pair")
         if name == "draft":

@@ -1,0 +1,151 @@
+"""Auto: before each round, pick the drafter and draft length that maximise
+expected tokens per second — a plain step (k = 0) included.
+
+Expected tokens come from live per-position acceptance estimates (decayed,
+per drafter; for n-gram also per match length). Costs come from the
+engine's measured cost curve and each drafter's measured cost per token.
+So on a CPU where a verify of k+1 positions costs ~k+1 steps, auto drafts
+only on strong evidence; where the curve is flat, it drafts freely.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from specchat.costmodel import CostModel
+from specchat.drafters.base import Draft, Drafter
+from specchat.drafters.draft_model import DraftModelDrafter
+from specchat.drafters.ngram import NgramDrafter
+
+EXPLORE_EVERY = 32  # one round in this many judges the options optimistically
+MAX_BUCKET = 12  # n-gram matches this long or longer share one estimate
+
+
+class Acceptance:
+    """Decayed estimates of P(token i accepted | tokens before it accepted)."""
+
+    def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.9, size: int = 64) -> None:
+        self.hits = [prior * weight] * size
+        self.trials = [weight] * size
+        self.decay = decay
+
+    def rate(self, i: int) -> float:
+        i = min(i, len(self.hits) - 1)
+        return self.hits[i] / self.trials[i]
+
+    def expected_tokens(self, n: int, optimism: float = 0.0) -> list[float]:
+        """Expected tokens per round for draft lengths 0..n (the +1 is the target's own)."""
+        out, survive = [1.0], 1.0
+        for i in range(n):
+            a = self.rate(i)
+            survive *= a + optimism * (1.0 - a)
+            out.append(out[-1] + survive)
+        return out
+
+    def update(self, drafted: int, accepted: int) -> None:
+        """Positions up to the first rejection were judged; later ones were not."""
+        for i in range(min(accepted + 1, drafted, len(self.hits))):
+            self.trials[i] = self.decay * self.trials[i] + 1.0
+            self.hits[i] = self.decay * self.hits[i] + (1.0 if i < accepted else 0.0)
+
+
+class AutoDrafter(Drafter):
+    name = "auto"
+    needs_costs = True  # the engine calibrates its cost model for us
+
+    def __init__(
+        self,
+        ngram: NgramDrafter,
+        model: DraftModelDrafter | None,
+        costs: CostModel,
+        draft_cost_prior: float = 0.5,  # draft step / target step, before measuring
+    ) -> None:
+        super().__init__()
+        self.ngram, self.model, self.costs = ngram, model, costs
+        self.ngram_acc = {b: Acceptance(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, MAX_BUCKET + 1)}
+        self.model_acc = Acceptance(prior=0.6)
+        self.draft_cost_prior = draft_cost_prior
+        self.draft_step: float | None = None  # measured seconds per drafted token
+        self.rounds = 0
+        self.choice = "off"  # the last decision, for the status bar
+        self.chosen: dict[str, int] = {}  # how often each option won
+        self._last: Acceptance | None = None
+
+    # --- keeping the inner drafters in sync -------------------------------------------
+
+    def begin(self, context: Sequence[int]) -> None:
+        self.ngram.begin(context)
+
+    def observe(self, committed: Sequence[int]) -> None:
+        self.ngram.observe(committed)
+
+    # --- the decision ---------------------------------------------------------------------
+
+    def propose(self, context: Sequence[int], k: int) -> Draft:
+        self.rounds += 1
+        optimism = 0.5 if self.rounds % EXPLORE_EVERY == 0 else 0.0
+        best_rate, best = 1.0 / self.costs.step(1), None  # a plain step
+        for option in self._options(context, k, optimism):
+            rate, source, length, acc, candidate = option
+            if rate > best_rate:
+                best_rate, best = rate, option
+        if best is None or k <= 0:
+            return self._decide("off", None, Draft(source="off"))
+        _, source, length, acc, candidate = best
+        if source == "ngram":
+            return self._decide(f"ngram k={length}", acc, Draft(candidate[:length], source="ngram"))
+        t0 = time.perf_counter()
+        draft = self.model.propose(context, length)
+        self._measure_draft(time.perf_counter() - t0, len(draft))
+        return self._decide(f"draft k={length}", acc, draft)
+
+    def _options(self, context: Sequence[int], k: int, optimism: float):
+        """(tokens/s, source, length, estimator, candidate tokens) for the best length of each drafter."""
+        self.ngram._extend(context)
+        hit = self.ngram.lookup(context)
+        if hit is not None:
+            start, match, _ = hit
+            candidate = self.ngram.tokens[start : start + k]
+            acc = self.ngram_acc[min(match, MAX_BUCKET)]
+            length, rate = self._best_length(acc, len(candidate), 0.0, optimism)
+            if length:
+                yield rate, "ngram", length, acc, candidate
+        if self.model is not None:
+            length, rate = self._best_length(self.model_acc, k, self._draft_step(), optimism)
+            if length:
+                yield rate, "draft", length, self.model_acc, None
+
+    def _best_length(self, acc: Acceptance, n: int, per_token: float, optimism: float) -> tuple[int, float]:
+        expected = acc.expected_tokens(n, optimism)
+        best = (0, 0.0)
+        for length in range(1, n + 1):
+            rate = expected[length] / (self.costs.step(length + 1) + per_token * length)
+            if rate > best[1]:
+                best = (length, rate)
+        return best
+
+    def _draft_step(self) -> float:
+        if self.draft_step is not None:
+            return self.draft_step
+        return self.costs.step(1) * self.draft_cost_prior
+
+    def _measure_draft(self, seconds: float, tokens: int) -> None:
+        if tokens:
+            per = seconds / tokens
+            self.draft_step = per if self.draft_step is None else self.draft_step + 0.2 * (per - self.draft_step)
+
+    def _decide(self, choice: str, acc: Acceptance | None, draft: Draft) -> Draft:
+        self.choice, self._last = choice, acc
+        kind = choice.split()[0]
+        self.chosen[kind] = self.chosen.get(kind, 0) + 1
+        return draft
+
+    def settle(self, draft: Draft, n_accepted: int) -> None:
+        super().settle(draft, n_accepted)
+        if self._last is not None:
+            self._last.update(len(draft), n_accepted)
+
+    def close(self) -> None:
+        if self.model is not None:
+            self.model.close()

@@ -1,0 +1,144 @@
+"""The cost model and auto's policy, with scripted costs and acceptance."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.costmodel import CostModel
+from specchat.drafters.auto import Acceptance, AutoDrafter
+from specchat.drafters.base import Draft, Drafter
+from specchat.drafters.draft_model import DraftModelDrafter
+from specchat.drafters.ngram import NgramDrafter
+from specchat.engine import Engine
+from tests.fake_model import FakeModel
+from tests.test_engine_fake import PROMPT, KVChecker, plain_tokens
+
+
+def costs(fn, up_to=33) -> CostModel:
+    c = CostModel()
+    for n in range(1, up_to + 1):
+        c.observe(n, fn(n))
+    return c
+
+
+LINEAR = lambda n: 0.030 * n  # noqa: E731  k+1 positions cost k+1 steps: speculation can't pay
+
+
+def CPU(n: int) -> float:
+    """The default pair on this 2-core CPU (DESIGN.md): 2 positions 1.9 steps,
+    5 positions 3.9, 16 positions 6.3."""
+    points = [(1, 1.0), (2, 1.9), (5, 3.9), (16, 6.3), (33, 12.0)]
+    for (a, ta), (b, tb) in zip(points, points[1:]):
+        if n <= b:
+            return 0.030 * (ta + (tb - ta) * (n - a) / (b - a))
+    return 0.030 * 12.0
+
+
+FLAT = lambda n: 0.030 + 0.001 * n  # noqa: E731  a GPU: verifying is nearly free
+
+
+class ScriptedModel(DraftModelDrafter):
+    """A draft model that proposes fixed tokens and costs a fixed time per token."""
+
+    def __init__(self) -> None:
+        super().__init__(load=lambda: None)
+        self.calls = 0
+
+    def propose(self, context, k):
+        self.calls += 1
+        return Draft([7] * k, source="draft")
+
+
+def auto(curve, draft_step: float | None = 0.3 * 0.030) -> tuple[AutoDrafter, ScriptedModel]:
+    model = ScriptedModel()
+    a = AutoDrafter(NgramDrafter(), model, costs(curve))
+    a.draft_step = draft_step
+    return a, model
+
+
+def test_cost_model_interpolates_and_extrapolates():
+    c = CostModel()
+    for n, t in [(1, 1.0), (3, 2.0), (5, 4.0)]:
+        c.observe(n, t)
+    assert c.step(2) == pytest.approx(1.5)
+    assert c.step(7) == pytest.approx(6.0)  # along the last slope (1 per position)
+    assert c.relative(5) == pytest.approx(4.0)
+    c.observe(5, 6.0)  # live rounds refine the estimate
+    assert c.step(5) == pytest.approx(4.0 + 0.2 * 2.0)
+
+
+def test_calibration_measures_real_decodes_and_restores_the_cache():
+    model = FakeModel(seed=1, step_seconds=0.001)
+    model.eval(PROMPT, n_logits=1)
+    c = CostModel()
+    c.calibrate(model, sizes=(1, 2, 4))
+    assert model.tokens == PROMPT
+    assert c.calibrated and set(c.seconds) == {1, 2, 4}
+    assert all(t >= 0.001 for t in c.seconds.values())
+
+
+@pytest.mark.parametrize("curve", [LINEAR, CPU])
+def test_linear_verify_and_weak_evidence_mean_plain_steps(curve):
+    a, model = auto(curve)
+    context = [1, 2, 3, 4, 5, 9, 9, 4, 5]  # "4 5" seen once: a 2-token match
+    a.begin(context)
+    draft = a.propose(context, 8)
+    assert draft.tokens == [] and a.choice == "off"
+    assert model.calls == 0  # the draft model never even ran
+
+
+def test_never_drafts_on_a_linear_curve_even_when_always_right():
+    a, model = auto(LINEAR)
+    for _ in range(30):
+        a.model_acc.update(8, 8)
+    assert a.propose([1, 2, 3], 8).tokens == [] and a.choice == "off"
+
+
+def test_flat_verify_makes_the_draft_model_pay_and_lengthen_with_acceptance():
+    a, model = auto(FLAT)
+    first = a.propose([1, 2, 3], 8)
+    assert first.source == "draft" and a.choice == f"draft k={len(first.tokens)}"
+    for _ in range(30):  # the draft model turns out to be right almost always
+        a.model_acc.update(8, 8)
+    longer = a.propose([1, 2, 3], 8)
+    assert len(longer.tokens) == 8 > len(first.tokens)
+
+
+def test_long_copy_match_wins_on_a_linear_curve():
+    text = list(range(10, 60))
+    context = text + [1, 2] + text[:20]  # now copying `text` again: a 20-token match
+    a, _ = auto(CPU)
+    for bucket in a.ngram_acc.values():  # acceptance learned on copy-heavy text
+        for _ in range(30):
+            bucket.update(16, 16)
+    a.begin(context)
+    draft = a.propose(context, 16)
+    assert draft.source == "ngram" and draft.tokens == text[20:36]
+
+
+def test_auto_adapts_when_acceptance_drops():
+    a, model = auto(FLAT)
+    assert a.propose([1, 2, 3], 8).source == "draft"
+    for _ in range(40):  # the text changed: the draft model is now always wrong
+        d = a.propose([1, 2, 3], 8)
+        if d.tokens:
+            a.settle(d, 0)
+    assert a.choice == "off"
+    assert a.model_acc.rate(0) < 0.1
+
+
+def test_acceptance_expected_tokens():
+    acc = Acceptance(prior=0.5, weight=1.0)
+    assert acc.expected_tokens(3) == pytest.approx([1.0, 1.5, 1.75, 1.875])
+    acc.update(drafted=3, accepted=1)  # position 0 accepted, 1 rejected, 2 never judged
+    assert acc.rate(0) > 0.5 and acc.rate(1) < 0.5 and acc.rate(2) == 0.5
+
+
+def test_auto_on_the_engine_keeps_greedy_output():
+    expected = plain_tokens(2, 80)
+    model = FakeModel(seed=2)
+    drafter = AutoDrafter(NgramDrafter(), DraftModelDrafter(lambda: FakeModel(seed=2)), CostModel())
+    engine = Engine(model, drafter, k=6)
+    turn = engine.generate(PROMPT, 80, on_round=KVChecker(model, PROMPT))
+    assert turn.tokens == expected
+    assert engine.costs.calibrated  # auto made the engine measure its cost curve
