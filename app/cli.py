@@ -34,6 +34,11 @@ def _check_drafter(name: str) -> None:
         raise SpecchatError(f"unknown drafter {name!r}", hint=f"choose one of: {DRAFTERS.replace('|', ', ')}", code=2)
 
 
+def default_k(drafter: str) -> int:
+    """Copying drafters earn long drafts; a draft model pays per drafted token."""
+    return 4 if drafter in ("draft", "hybrid") else 16
+
+
 def _not_built(what: str) -> None:
     typer.echo(f"`specchat {what}` is not built yet.", err=True)
     raise typer.Exit(2)
@@ -127,8 +132,10 @@ def run(
     pair: Optional[str] = typer.Option(None, "--pair", help="Model pair (default: the configured one)."),
     target: Optional[str] = typer.Option(None, "--target", help="Target GGUF path (instead of --pair)."),
     draft: Optional[str] = typer.Option(None, "--draft", help="Draft GGUF path (with --target)."),
-    drafter: str = typer.Option("ngram", "--drafter", help=f"{DRAFTERS}."),
-    k: int = typer.Option(8, "--k", help="Most tokens a drafter may propose per round."),
+    drafter: str = typer.Option("auto", "--drafter", help=f"{DRAFTERS}."),
+    k: Optional[int] = typer.Option(
+        None, "--k", help="Most tokens a drafter may propose per round (default: 16 for auto/ngram, 4 for draft/hybrid)."
+    ),
     max_tokens: int = typer.Option(256, "--max-tokens", help="Stop after this many tokens."),
     temp: float = typer.Option(0.0, "--temp", help="Temperature (0 = greedy)."),
     top_k: int = typer.Option(0, "--top-k", help="Top-k (0 = off)."),
@@ -155,7 +162,7 @@ def run(
             target,
             draft,
             drafter=drafter,
-            k=k,
+            k=k or default_k(drafter),
             sampling=SamplingParams(temp=temp, top_k=top_k, top_p=top_p, seed=seed),
             baseline_every=baseline_every,
             system=system,
@@ -185,7 +192,22 @@ def bench(
     json_file: Optional[str] = typer.Option(None, "--json", help="Write every figure to this file."),
 ) -> None:
     """Measure every drafter against plain decoding on this machine."""
-    _not_built("bench")
+    from specchat.bench import run_command
+
+    try:
+        code = run_command(
+            pair=pair,
+            suites=suites,
+            drafters=drafters,
+            ks=ks,
+            max_tokens=max_tokens,
+            repeats=repeats,
+            temp=temp,
+            json_file=json_file,
+        )
+    except SpecchatError as err:
+        _fail(err)
+    raise typer.Exit(code)
 
 
 def main() -> None:

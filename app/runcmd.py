@@ -32,7 +32,7 @@ def round_text(r: Round) -> Text:
     return out
 
 
-def stats_line(s: TurnStats, drafter: str) -> str:
+def stats_line(s: TurnStats, drafter: str, choices: dict[str, int] | None = None) -> str:
     if drafter == "off" or s.verify_rounds == 0 and s.speedup is None:
         return f"{s.tok_s:.1f} tok/s · {s.tokens} tokens · drafter off"
     parts = [
@@ -45,6 +45,8 @@ def stats_line(s: TurnStats, drafter: str) -> str:
         parts.append(f"{s.speedup:.2f}×")
     else:
         parts.append("off: not measured (turn too short)")
+    if choices:
+        parts.append("auto chose " + ", ".join(f"{k}×{n}" for k, n in sorted(choices.items())))
     if s.identical is not None:
         parts.append(
             "identical to off" if s.identical else f"differs from off at token {s.first_divergence}"
@@ -65,8 +67,14 @@ def check_identical(session: ChatSession, turn: Turn) -> None:
     turn.stats.first_divergence = first
 
 
+def auto_choices(session: ChatSession) -> dict[str, int] | None:
+    """How often auto picked each option this turn (None for other drafters)."""
+    return getattr(session.engine.drafter, "chosen", None)
+
+
 def as_json(session: ChatSession, turn: Turn) -> dict:
     return {
+        "auto_choices": auto_choices(session),
         "text": turn.text,
         "tokens": turn.tokens,
         "spans": spans(turn.rounds),
@@ -92,7 +100,7 @@ def run_once(session: ChatSession, prompt: str, *, json_out: bool, identical: bo
         sys.stdout.write("\n")
         return 0
     console.print()
-    console.print(Text(stats_line(turn.stats, session.drafter_name), style="dim"))
+    console.print(Text(stats_line(turn.stats, session.drafter_name, auto_choices(session)), style="dim"))
     if turn.finish == "context":
         console.print(Text("stopped: the context is full", style="yellow"))
     return 0

@@ -76,6 +76,7 @@ class AutoDrafter(Drafter):
 
     def begin(self, context: Sequence[int]) -> None:
         self.ngram.begin(context)
+        self.chosen = {}  # counted per turn
 
     def observe(self, committed: Sequence[int]) -> None:
         self.ngram.observe(committed)
