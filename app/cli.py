@@ -216,3 +216,7 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""`python -m specchat` runs the CLI."""
+
+from specchat.cli import main
+
+main()

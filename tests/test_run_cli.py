@@ -1,0 +1,94 @@
+"""`specchat run` end to end: real models, real process, its text, numbers and colours."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CODE_EDIT = (Path(__file__).parent / "data" / "code_edit_prompt.txt").read_text()
+
+
+def specchat(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "specchat.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def run_json(*args: str) -> dict:
+    r = specchat("run", *args, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.real
+def test_run_json_on_the_tiny_pair(tiny_pair):
+    target, draft = map(str, tiny_pair)
+    out = run_json(CODE_EDIT, "--target", target, "--draft", draft, "--drafter", "draft", "--k", "4",
+                   "--max-tokens", "48", "--check-identical")
+    s = out["stats"]
+    assert out["drafter"] == "draft" and out["k"] == 4
+    assert s["tokens"] == len(out["tokens"]) == 48
+    assert s["alpha"] >= 0.95 * 5  # draft = target: every draft is accepted
+    assert s["identical"] is True and s["first_divergence"] is None
+    assert s["baseline_tok_s"] > 0 and s["speedup"] > 0
+    kinds = {span["kind"] for span in out["spans"]}
+    assert "accepted" in kinds and "rejected" not in kinds
+    # The reply text is exactly the accepted and target spans, in order.
+    assert "".join(sp["text"] for sp in out["spans"] if sp["kind"] != "rejected") == out["text"]
+
+
+@pytest.mark.real
+def test_run_on_a_terminal_colours_accepted_and_strikes_rejected(tiny_pair):
+    target, _ = map(str, tiny_pair)
+    env = {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "200"}
+    r = specchat("run", "Count from 1 to 30, separated by commas.", "--target", target, "--drafter", "ngram",
+                 "--k", "4", "--max-tokens", "60", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "\x1b[32m" in r.stdout  # accepted drafts: green
+    lines = r.stdout.strip().splitlines()
+    assert lines[-1].count("α") == 1 and "tok/s" in lines[-1] and "(measured)" in lines[-1]
+
+
+def test_unknown_drafter_is_one_line_with_a_hint():
+    r = specchat("run", "hi", "--drafter", "psychic")
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[0] == "error: unknown drafter 'psychic'"
+    assert r.stderr.splitlines()[1].startswith("hint: choose one of: off, ngram")
+    assert "Traceback" not in r.stderr
+
+
+def test_a_broken_gguf_is_refused_clearly(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 100)
+    r = specchat("run", "hi", "--target", str(bad))
+    assert r.returncode == 1
+    assert r.stderr.startswith("error: cannot load broken.gguf")
+    assert "Traceback" not in r.stderr
+
+
+def test_a_pair_not_pulled_says_how_to_pull(tmp_path):
+    r = specchat("run", "hi", "--pair", "smollm2-135m", env={"SPECCHAT_HOME": str(tmp_path), "SPECCHAT_MODELS": ""})
+    assert r.returncode == 1
+    assert "specchat pull smollm2-135m" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("drafter,k,min_alpha", [("draft", 4, 3.5), ("ngram", 4, 1.8), ("auto", 16, 1.8)])
+def test_code_edit_on_the_default_pair(default_pair, drafter, k, min_alpha):
+    target, draft = map(str, default_pair)
+    out = run_json(CODE_EDIT, "--target", target, "--draft", draft, "--drafter", drafter, "--k", str(k),
+                   "--max-tokens", "128", "--check-identical")
+    s = out["stats"]
+    assert s["alpha"] >= min_alpha, s
+    assert s["identical"] is True, f"diverged from plain decoding at token {s['first_divergence']}"
+    assert "read_rows" in out["text"]
