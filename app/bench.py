@@ -1,0 +1,538 @@
+"""`specchat bench`: every drafter against plain decoding, on this machine.
+
+One pair is loaded once. For each suite, each configuration (drafter, k)
+and each prompt, drafting off (A) and the configuration (B) decode the same
+prompt back to back, A B A B …, so drift in the machine's speed hits both
+alike. A bare greedy loop on the driver (no engine) runs the same way, as a
+reference row that shows the engine's own cost. Every run starts from an
+empty KV cache, so each pays the same prefill and decodes at the same
+context; the timings exclude prefill.
+
+Besides the runs, bench measures the target's verify cost curve (one decode
+of 1..K+1 positions at a realistic context), turns it into the α each
+drafter needs to break even here, and times the n-gram proposal at a 32k
+context. scorecard.py does the arithmetic and the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from specchat import scorecard
+from specchat.chat import ChatSession
+from specchat.errors import SpecchatError
+from specchat.sampling import SamplingParams, probs, sample
+from specchat.scorecard import OFF, REFERENCE, CostCurve, Run, first_difference, position_counts
+from specchat.stats import TurnStats
+
+SUITES = ("code-edit", "summarize", "code-gen", "chat", "math")
+USES_DRAFT_MODEL = ("draft", "hybrid", "auto")
+CURVE_CONTEXT = 512  # tokens of real text before the cost curve's decodes
+CURVE_REPEATS = 5
+NGRAM_CONTEXT = 32768
+NGRAM_CALLS = 300
+NGRAM_K = 16
+NGRAM_BAR_MS = 0.2
+WIDE = 160  # output width when stdout is not a terminal
+
+
+# --- suites -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    prompts: tuple[Prompt, ...]
+    description: str = ""
+
+
+def load_suite(name: str) -> Suite:
+    """A packaged suite by name, or a suite file (path ending in .toml)."""
+    if name.endswith(".toml"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise SpecchatError(f"no suite file at {path}", hint="pass a suite name or the path of a .toml file")
+        text = path.read_text("utf-8")
+    elif name in SUITES:
+        text = resources.files("specchat").joinpath(f"suites/{name}.toml").read_text("utf-8")
+    else:
+        raise SpecchatError(f"unknown suite {name!r}", hint=f"choose from: {', '.join(SUITES)} (or a .toml file)", code=2)
+    data = tomllib.loads(text)
+    prompts = tuple(Prompt(p["id"], p["text"]) for p in data.get("prompt", []))
+    if not prompts:
+        raise SpecchatError(f"suite {name!r} has no prompts", hint="add [[prompt]] tables with id and text")
+    return Suite(data.get("name", Path(name).stem), prompts, data.get("description", ""))
+
+
+# --- what to run ---------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    suites: list[Suite]
+    drafters: list[str]  # the configurations' drafters; off always runs as their partner
+    ks: list[int]
+    max_tokens: int = 128
+    repeats: int = 1
+    temp: float = 0.0
+
+    @property
+    def configs(self) -> list[tuple[str, int]]:
+        """(drafter, k) for every B run; the reference loop last."""
+        return [(d, k) for d in self.drafters for k in self.ks] + [(REFERENCE, 0)]
+
+    @property
+    def total_runs(self) -> int:
+        prompts = sum(len(s.prompts) for s in self.suites)
+        return prompts * self.repeats * len(self.configs) * 2
+
+    def to_dict(self) -> dict:
+        return {
+            "suites": [s.name for s in self.suites],
+            "drafters": [OFF] + self.drafters,
+            "ks": self.ks,
+            "max_tokens": self.max_tokens,
+            "repeats": self.repeats,
+            "temp": self.temp,
+            "baseline_every": 0,  # no do-nothing arm inside a run: off is measured beside it
+            "order": "per prompt: A = off, then B = the configuration (A B A B …)",
+        }
+
+
+def _items(text: str) -> list[str]:
+    return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+
+
+def make_plan(suites: str, drafters: str, ks: str, max_tokens: int = 128, repeats: int = 1, temp: float = 0.0) -> Plan:
+    """Check the command's options and turn them into a plan."""
+    from specchat.drafters import NAMES, Drafters
+
+    names = _items(drafters)
+    for name in names:
+        if name not in NAMES:
+            Drafters(None, SamplingParams()).get(name)  # raises the registry's own error
+    try:
+        k_values = [int(k) for k in _items(ks)]
+    except ValueError:
+        raise SpecchatError(f"--k takes whole numbers, got {ks!r}", hint="for example --k 1,2,4,8", code=2) from None
+    if not k_values or not all(1 <= k <= 32 for k in k_values):
+        raise SpecchatError(f"--k values must be 1..32, got {ks!r}", hint="for example --k 1,2,4,8", code=2)
+    if max_tokens < 1 or repeats < 1 or temp < 0:
+        raise SpecchatError("--max-tokens and --repeats must be ≥ 1 and --temp ≥ 0", code=2)
+    suite_list = [load_suite(s) for s in _items(suites)]
+    if not suite_list:
+        raise SpecchatError("no suites given", hint=f"choose from: {', '.join(SUITES)}", code=2)
+    return Plan(suite_list, [n for n in names if n != OFF], k_values, max_tokens, repeats, temp)
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
+def bare_greedy(model, prompt: list[int], max_tokens: int, sampling: SamplingParams) -> tuple[list[int], float, int]:
+    """Plain decoding straight on the driver, one token per llama_decode: no
+    engine, drafter, rounds or stats. Returns (tokens, decode seconds, steps)."""
+    model.truncate(0)
+    model.eval(prompt[:-1], n_logits=0)
+    rng = np.random.default_rng(sampling.seed)
+    out: list[int] = []
+    token, steps = prompt[-1], 0
+    t0 = time.perf_counter()
+    while len(out) < max_tokens:
+        model.eval([token], n_logits=1)
+        steps += 1
+        token = model.argmax(0) if sampling.greedy else sample(probs(model.logits(0), sampling), rng)
+        if model.is_eog(token):
+            break
+        out.append(token)
+    return out, time.perf_counter() - t0, steps
+
+
+def measure_cost_curve(model, text: list[int], max_positions: int, repeats: int = CURVE_REPEATS) -> CostCurve:
+    """Time one decode of n = 1..max_positions positions right after real
+    context, rolling back after each; the median of `repeats` per size."""
+    base = (text * (CURVE_CONTEXT // max(1, len(text)) + 2))[: min(CURVE_CONTEXT, model.n_ctx // 2)]
+    filler = text[:max_positions] or [0] * max_positions
+    filler = (filler * max_positions)[:max_positions]
+    model.truncate(0)
+    model.eval(base, n_logits=0)
+    positions = list(range(1, max_positions + 1))
+    samples: dict[int, list[float]] = {n: [] for n in positions}
+    for rep in range(repeats + 1):  # pass 0 warms each batch shape up, untimed
+        for n in positions:
+            t0 = time.perf_counter()
+            model.eval(filler[:n], n_logits=n)
+            model.truncate(len(base))
+            if rep:
+                samples[n].append(time.perf_counter() - t0)
+    model.truncate(0)
+    return CostCurve(len(base), positions, [statistics.median(samples[n]) for n in positions], repeats)
+
+
+def time_ngram_proposals(text: list[int], context: int = NGRAM_CONTEXT, calls: int = NGRAM_CALLS) -> dict:
+    """Index `context` tokens of repeated real text, then time propose() as
+    the conversation grows by the proposed tokens."""
+    from specchat.drafters.ngram import NgramDrafter
+
+    ctx = (text * (context // max(1, len(text)) + 1))[:context]
+    drafter = NgramDrafter()
+    drafter.begin(ctx)
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        draft = drafter.propose(ctx, NGRAM_K)
+        times.append(time.perf_counter() - t0)
+        new = draft.tokens[:4] or text[:1]
+        ctx += new
+        drafter.observe(new)
+    times_ms = sorted(t * 1e3 for t in times)
+    mean = statistics.fmean(times_ms)
+    return {
+        "context_tokens": context,
+        "k": NGRAM_K,
+        "calls": calls,
+        "mean_ms": mean,
+        "median_ms": statistics.median(times_ms),
+        "p99_ms": times_ms[int(0.99 * (len(times_ms) - 1))],
+        "bar_ms": NGRAM_BAR_MS,
+        "ok": mean < NGRAM_BAR_MS,
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_facts(session: ChatSession) -> dict:
+    import llama_cpp
+
+    from specchat import llama
+
+    return {
+        "cpu_model": _cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "physical_cores": llama.physical_cores(),
+        "threads": session.target.n_threads,
+        "n_ctx": session.n_ctx,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "llama_cpp_python": llama_cpp.__version__,
+        "llama_system_info": llama.system_info(),
+    }
+
+
+def file_facts(path: Path | None) -> dict | None:
+    """A model file with its sha256 from the store's verification record."""
+    if path is None:
+        return None
+    from specchat.store import read_json, record_path
+
+    record = read_json(record_path(path)) or {}
+    return {
+        "path": str(path),
+        "size": path.stat().st_size,
+        "sha256": record.get("sha256"),
+        "verified_at": record.get("verified_at"),
+        "source": record.get("source"),
+    }
+
+
+# --- the bench ---------------------------------------------------------------------------------
+
+
+class Bench:
+    """Runs a plan on an open session and keeps every run."""
+
+    def __init__(self, session: ChatSession, plan: Plan, console: Console | None = None) -> None:
+        self.session = session
+        self.plan = plan
+        self.console = console  # None: no progress display
+        self.sampling = session.engine.sampling
+        self.runs: list[Run] = []
+        self.curve: CostCurve | None = None
+        self.ngram: dict | None = None
+        self.interrupted = False
+        self.started = time.time()
+        self.wall_s = 0.0
+        self.load_average: dict[str, list[float]] = {"start": list(os.getloadavg())}
+        self._pairs = 0
+        self._prompt_cache: dict[str, list[int]] = {}
+
+    # --- the whole run -----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Measure everything; Ctrl-C stops early and keeps what was measured."""
+        t0 = time.perf_counter()
+        progress = self._progress()
+        try:
+            with progress or _Nothing():
+                task = progress.add_task("cost curve", total=self.plan.total_runs) if progress else None
+                text = self._real_text()
+                self.curve = measure_cost_curve(self.session.target, text, max(self.plan.ks) + 1)
+                self.ngram = time_ngram_proposals(text)
+                for suite in self.plan.suites:
+                    for drafter, k in self.plan.configs:
+                        self._config(suite, drafter, k, progress, task)
+        except KeyboardInterrupt:
+            self.interrupted = True
+        self.wall_s = time.perf_counter() - t0
+        self.load_average["end"] = list(os.getloadavg())
+
+    def _config(self, suite: Suite, drafter: str, k: int, progress, task) -> None:
+        for prompt in suite.prompts:
+            for repeat in range(self.plan.repeats):
+                self._pairs += 1
+                for slot, name in (("A", OFF), ("B", drafter)):
+                    if progress:
+                        label = f"{suite.name} · {drafter}{f' k={k}' if k else ''} · {prompt.id} · {slot} {name}"
+                        progress.update(task, description=label)
+                    self.runs.append(self._decode(suite, prompt, repeat, slot, name, k))
+                    if progress:
+                        progress.advance(task)
+                self._compare(self.runs[-2], self.runs[-1])
+
+    def _compare(self, a: Run, b: Run) -> None:
+        """Greedy output must match the target alone: compare B with its A."""
+        if self.sampling.greedy:
+            b.first_divergence = first_difference(b.tokens, a.tokens)
+            b.identical = b.first_divergence is None
+
+    # --- one run -----------------------------------------------------------------------
+
+    def _decode(self, suite: Suite, prompt: Prompt, repeat: int, slot: str, drafter: str, k: int) -> Run:
+        tokens = self._prompt_tokens(prompt)
+        k_engine = k or max(self.plan.ks)  # the A run's k only sizes the reply budget, as B's does
+        budget = min(self.plan.max_tokens, self.session.n_ctx - len(tokens) - k_engine - 1)
+        run = Run(
+            seq=len(self.runs),
+            pair=self._pairs,
+            slot=slot,
+            suite=suite.name,
+            prompt=prompt.id,
+            repeat=repeat,
+            drafter=drafter,
+            k=k if slot == "B" else 0,
+            stats=TurnStats(),
+        )
+        if drafter == REFERENCE:
+            out, t, steps = bare_greedy(self.session.target, tokens, budget, self.sampling)
+            run.tokens, run.text = out, self.session.target.detokenize(out)
+            run.finish = "length" if len(out) >= budget else "eos"
+            run.stats = _bare_stats(len(out), t, steps, len(tokens) - 1)
+        else:
+            turn = self._engine_turn(prompt, tokens, drafter, k_engine)
+            run.tokens, run.text, run.finish, run.stats = turn.tokens, turn.text, turn.finish, turn.stats
+            run.offered, run.hits = position_counts(turn.rounds)
+        run.peak_rss_mb = peak_rss_mb()
+        return run
+
+    def _engine_turn(self, prompt: Prompt, tokens: list[int], drafter: str, k: int):
+        s = self.session
+        s.clear()
+        s.target.truncate(0)  # every run pays the same prefill and decodes at the same context
+        s.set_k(k)
+        # Set directly, not with set_drafter: a switch would call begin() inside the timed loop.
+        s.engine.drafter = s.drafters.get(drafter)
+        if drafter in USES_DRAFT_MODEL and s.drafters.load_draft_model is not None:
+            self._prefill_draft_model(tokens)
+        return s.reply(prompt.text)
+
+    def _prefill_draft_model(self, tokens: list[int]) -> None:
+        """Feed the prompt to the draft model before the turn, as the engine
+        prefills the target: otherwise the draft model's prefill would land
+        in the first round's draft time."""
+        model = self.session.drafters.get("draft").model
+        model.truncate(0)
+        model.eval(tokens, n_logits=1)
+
+    def _prompt_tokens(self, prompt: Prompt) -> list[int]:
+        """The prompt exactly as ChatSession will build it for a fresh chat."""
+        if prompt.text not in self._prompt_cache:
+            s = self.session
+            s.clear()
+            s.messages.append({"role": "user", "content": prompt.text})
+            self._prompt_cache[prompt.text] = s.prompt_tokens()
+            s.clear()
+        return self._prompt_cache[prompt.text]
+
+    def _real_text(self) -> list[int]:
+        """Tokens of the suites' own text, for the cost curve and the n-gram timing."""
+        text = "\n\n".join(p.text for s in self.plan.suites for p in s.prompts)
+        return self.session.target.tokenize(text, special=False)
+
+    def _progress(self) -> Progress | None:
+        if self.console is None:
+            return None
+        return Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+
+    # --- the report ----------------------------------------------------------------------
+
+    def report(self, pair: dict | None = None, command: str | None = None) -> dict:
+        """Every figure, as one JSON-ready dict."""
+        return {
+            "schema": 1,
+            "command": command,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
+            "wall_s": self.wall_s,
+            "interrupted": self.interrupted,
+            "runs_done": len(self.runs),
+            "runs_planned": self.plan.total_runs,
+            "settings": self.plan.to_dict(),
+            "machine": {**machine_facts(self.session), "load_average": self.load_average},
+            "pair": pair or {"name": self.session.pair},
+            "suites": {s.name: [{"id": p.id, "text": p.text} for p in s.prompts] for s in self.plan.suites},
+            "cost_curve": self.curve.to_dict() if self.curve else None,
+            "ngram_proposal": self.ngram,
+            "rows": scorecard.rows(self.runs),
+            "break_even": scorecard.break_even(self.curve, self.runs) if self.curve else [],
+            "runs": [r.to_dict() for r in self.runs],
+        }
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _bare_stats(tokens: int, t_decode: float, steps: int, prefill: int) -> TurnStats:
+    """TurnStats for the reference loop: every step plain, nothing else timed."""
+    return TurnStats(
+        tokens=tokens,
+        tok_s=tokens / t_decode if t_decode > 0 else 0.0,
+        baseline_tok_s=tokens / t_decode if t_decode > 0 else None,
+        t_plain=t_decode,
+        t_decode=t_decode,
+        plain_steps=steps,
+        prefill_tokens=prefill,
+    )
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def open_bench_session(plan: Plan, pair: str | None = None, target: str | None = None, draft: str | None = None) -> tuple[ChatSession, dict]:
+    """Load the pair once: (session, pair facts for the report)."""
+    from specchat.loader import open_session, pair_files
+
+    label, t_path, d_path = pair_files(pair, target, draft)
+    session = open_session(
+        pair,
+        target,
+        draft,
+        drafter=OFF,
+        k=max(plan.ks),
+        sampling=SamplingParams(temp=plan.temp),
+        baseline_every=0,
+        max_tokens=plan.max_tokens,
+    )
+    return session, {"name": label, "target": file_facts(t_path), "draft": file_facts(d_path)}
+
+
+def show(report: dict, console: Console) -> None:
+    """The scorecard table and the lines under it."""
+    m = report["machine"]
+    title = (
+        f"specchat bench · {report['pair']['name']} · {m['cpu_model']}, {m['threads']} threads · "
+        f"max {report['settings']['max_tokens']} tokens, temp {report['settings']['temp']}"
+    )
+    console.print(scorecard.table(report["rows"], title=title))
+    console.print(
+        "tok/s: decode only, prefill excluded · off: the off runs decoded alternately with that row (A B A B) · "
+        "same: output identical to off · draft/verify/plain/other: shares of decode time · "
+        "reference: a bare greedy loop on the driver, no engine",
+        style="dim",
+    )
+    if report["cost_curve"]:
+        console.print(scorecard.curve_line(CostCurve.from_dict(report["cost_curve"])))
+    for line in scorecard.break_even_lines(report["break_even"]):
+        console.print(line)
+    if report["ngram_proposal"]:
+        console.print(scorecard.ngram_line(report["ngram_proposal"]))
+    peak = max((r["peak_rss_mb"] for r in report["rows"]), default=0.0)
+    console.print(f"peak RSS {peak:.0f} MB")
+    la = m["load_average"]
+    console.print(f"load average {la['start'][0]:.2f} at start, {la.get('end', [0])[0]:.2f} at end", style="dim")
+    if report["interrupted"]:
+        console.print(
+            f"interrupted: partial results ({report['runs_done']} of {report['runs_planned']} runs)", style="yellow"
+        )
+
+
+def write_json(report: dict, path: str) -> None:
+    Path(path).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", "utf-8")
+
+
+def run_command(
+    *,
+    pair: str | None,
+    suites: str,
+    drafters: str,
+    ks: str,
+    max_tokens: int,
+    repeats: int,
+    temp: float,
+    json_file: str | None,
+) -> int:
+    """`specchat bench`; returns the exit code (130 when stopped with Ctrl-C)."""
+    plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp)
+    if json_file and not Path(json_file).expanduser().resolve().parent.is_dir():
+        raise SpecchatError(f"cannot write {json_file}: no such folder", hint="create the folder first", code=2)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=WIDE)  # a file or pipe gets the whole table
+    status = Console(stderr=True, highlight=False)
+    with status.status("loading the pair"):
+        session, pair_info = open_bench_session(plan, pair)
+    try:
+        bench = Bench(session, plan, console=status)
+        bench.run()
+        report = bench.report(pair_info, command="specchat " + " ".join(sys.argv[1:]))
+    finally:
+        session.close()
+    show(report, console)
+    if json_file:
+        write_json(report, json_file)
+        console.print(f"wrote {json_file}", style="dim")
+    return 130 if report["interrupted"] else 0

@@ -1,0 +1,367 @@
+"""The bench's arithmetic and its output: runs summed into rows, the cost
+curve and the break-even α, the rich table, the JSON report.
+
+Pure data and arithmetic, no model: `specchat bench` (bench.py) measures,
+this module sums up. Every figure is a ratio of measured totals (tokens over
+seconds summed across runs), never a mean of per-run ratios, so a short
+reply does not weigh as much as a long one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from rich import box
+from rich.table import Table
+
+from specchat.stats import Round, TurnStats
+
+OFF = "off"
+REFERENCE = "reference"  # the bare greedy loop, no engine
+POSITIONS_SHOWN = 8  # the table shows acceptance at the first positions; the JSON has all
+
+
+@dataclass
+class Run:
+    """One reply decoded during the bench.
+
+    Runs come in pairs: slot "A" is drafting off, slot "B" the configuration
+    under test, decoded right after it on the same prompt (A B A B …), so
+    machine drift hits both alike. `pair` numbers the pair.
+    """
+
+    seq: int  # position in the whole bench's order
+    pair: int
+    slot: str  # "A" (off) | "B" (the configuration)
+    suite: str
+    prompt: str  # the prompt's id
+    repeat: int
+    drafter: str  # a drafter name, or REFERENCE
+    k: int
+    stats: TurnStats
+    tokens: list[int] = field(default_factory=list)
+    text: str = ""
+    finish: str = ""
+    offered: list[int] = field(default_factory=list)  # per draft position: drafts that reached it
+    hits: list[int] = field(default_factory=list)  # per draft position: drafts accepted there
+    identical: bool | None = None  # B runs, greedy: the same tokens as the paired A run
+    first_divergence: int | None = None
+    peak_rss_mb: float = 0.0  # the process's peak so far
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("tokens")
+        d["n_tokens"] = len(self.tokens)
+        return d
+
+
+def position_counts(rounds: list[Round]) -> tuple[list[int], list[int]]:
+    """(offered, hits) per draft position over the verify rounds of a turn."""
+    offered: list[int] = []
+    hits: list[int] = []
+    for r in rounds:
+        if r.plain:
+            continue
+        for i in range(r.drafted):
+            if i == len(offered):
+                offered.append(0)
+                hits.append(0)
+            offered[i] += 1
+            hits[i] += i < len(r.accepted)
+    return offered, hits
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """Index of the first token where a and b differ (a length difference counts)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+# --- rows ------------------------------------------------------------------------------
+
+
+@dataclass
+class Totals:
+    """Sums over runs, and the figures that follow from them."""
+
+    runs: int = 0
+    tokens: int = 0
+    t_decode: float = 0.0
+    t_draft: float = 0.0
+    t_verify: float = 0.0
+    t_plain: float = 0.0
+    t_other: float = 0.0
+    verify_rounds: int = 0
+    plain_steps: int = 0
+    verify_tokens: float = 0.0  # tokens committed by verify rounds
+    drafted: int = 0
+    accepted: int = 0
+    offered: list[int] = field(default_factory=list)
+    hits: list[int] = field(default_factory=list)
+
+    def add(self, run: Run) -> None:
+        s = run.stats
+        self.runs += 1
+        self.tokens += s.tokens
+        self.t_decode += s.t_decode
+        self.t_draft += s.t_draft
+        self.t_verify += s.t_verify
+        self.t_plain += s.t_plain
+        self.t_other += s.t_other
+        self.verify_rounds += s.verify_rounds
+        self.plain_steps += s.plain_steps
+        self.verify_tokens += s.alpha * s.verify_rounds
+        self.drafted += s.drafted
+        self.accepted += s.accepted
+        for i, (o, h) in enumerate(zip(run.offered, run.hits)):
+            if i == len(self.offered):
+                self.offered.append(0)
+                self.hits.append(0)
+            self.offered[i] += o
+            self.hits[i] += h
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.t_decode if self.t_decode > 0 else 0.0
+
+    @property
+    def alpha(self) -> float:
+        return self.verify_tokens / self.verify_rounds if self.verify_rounds else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def per_position_acceptance(self) -> list[float]:
+        return [h / o for o, h in zip(self.offered, self.hits)]
+
+    def shares(self) -> dict[str, float]:
+        """Where the decode time went, as fractions of it."""
+        t = self.t_decode or 1.0
+        return {
+            "draft": self.t_draft / t,
+            "verify": self.t_verify / t,
+            "plain": self.t_plain / t,
+            "other": self.t_other / t,
+        }
+
+
+def totals(runs: list[Run]) -> Totals:
+    out = Totals()
+    for r in runs:
+        out.add(r)
+    return out
+
+
+def rows(runs: list[Run]) -> list[dict]:
+    """One row per suite for off, then one per (drafter, k) configuration.
+
+    A configuration's speedup is its decode tok/s over that of the off runs
+    it was paired with; only complete pairs count (a bench stopped between A
+    and B leaves its last A run out of that comparison).
+    """
+    out = []
+    for suite in _unique(r.suite for r in runs):
+        in_suite = [r for r in runs if r.suite == suite]
+        off = [r for r in in_suite if r.slot == "A"]
+        if off:
+            out.append(_row(suite, OFF, 0, off, off))
+        for drafter, k in _unique((r.drafter, r.k) for r in in_suite if r.slot == "B"):
+            b = [r for r in in_suite if r.slot == "B" and r.drafter == drafter and r.k == k]
+            pairs = {r.pair for r in b}
+            a = [r for r in off if r.pair in pairs]
+            out.append(_row(suite, drafter, k, b, a))
+    return out
+
+
+def _row(suite: str, drafter: str, k: int, runs: list[Run], paired_off: list[Run]) -> dict:
+    t = totals(runs)
+    off = totals(paired_off)
+    checked = [r.identical for r in runs if r.identical is not None]
+    both = sorted(runs + [r for r in paired_off if r not in runs], key=lambda r: r.seq)
+    return {
+        "suite": suite,
+        "drafter": drafter,
+        "k": k,
+        "runs": t.runs,
+        "tokens": t.tokens,
+        "t_decode": t.t_decode,
+        "tok_s": t.tok_s,
+        "off_tok_s": off.tok_s,
+        "speedup": t.tok_s / off.tok_s if off.tok_s > 0 else None,
+        "alpha": t.alpha,
+        "verify_rounds": t.verify_rounds,
+        "plain_steps": t.plain_steps,
+        "drafted": t.drafted,
+        "accepted": t.accepted,
+        "acceptance_rate": t.acceptance_rate,
+        "per_position_acceptance": t.per_position_acceptance,
+        "identical_rate": sum(checked) / len(checked) if checked else None,
+        "shares": t.shares(),
+        "peak_rss_mb": max(r.peak_rss_mb for r in runs),
+        "order": "".join(r.slot for r in both),  # "ABAB…": off and this config alternated
+    }
+
+
+def _unique(items) -> list:
+    return list(dict.fromkeys(items))
+
+
+# --- the cost curve and break-even -----------------------------------------------------
+
+
+@dataclass
+class CostCurve:
+    """Seconds for one target decode of n positions (n = 1..K+1), measured
+    right after `context_tokens` of real text."""
+
+    context_tokens: int
+    positions: list[int]
+    seconds: list[float]
+    repeats: int = 0
+
+    @property
+    def step(self) -> float:
+        """One plain decoding step."""
+        return self.seconds[0]
+
+    def at(self, n: float) -> float:
+        """Seconds for n positions, linear between measured sizes and along
+        the last slope beyond them."""
+        ps, ts = self.positions, self.seconds
+        if n <= ps[0]:
+            return ts[0]
+        for (p0, t0), (p1, t1) in zip(zip(ps, ts), zip(ps[1:], ts[1:])):
+            if n <= p1:
+                return t0 + (n - p0) / (p1 - p0) * (t1 - t0)
+        if len(ps) == 1:
+            return ts[0] * n / ps[0]
+        slope = (ts[-1] - ts[-2]) / (ps[-1] - ps[-2])
+        return ts[-1] + slope * (n - ps[-1])
+
+    def ratios(self) -> list[float]:
+        return [t / self.step for t in self.seconds]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "step": self.step, "ratio": self.ratios()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CostCurve:
+        return cls(d["context_tokens"], d["positions"], d["seconds"], d.get("repeats", 0))
+
+
+def break_even(curve: CostCurve, runs: list[Run]) -> list[dict]:
+    """The α each (drafter, k) needs to match plain decoding on this machine.
+
+    A verify round pays for drafting, one target pass over its draft plus the
+    pending token, and the engine's bookkeeping; a plain step pays `step`. So
+    speculation breaks even at
+
+        α = (draft per verify round + verify(L + 1) + other per round) / step
+
+    with L the mean draft length actually proposed (a selective drafter
+    proposes fewer than k), verify() read off the measured curve, and the
+    draft and bookkeeping times measured in the bench's own runs (drafting
+    that produced nothing is charged to the verify rounds too).
+    """
+    out = []
+    b_runs = [r for r in runs if r.slot == "B" and r.drafter != REFERENCE]
+    for drafter, k in _unique((r.drafter, r.k) for r in b_runs):
+        t = totals([r for r in b_runs if r.drafter == drafter and r.k == k])
+        out.append(_break_even_row(curve, drafter, k, t))
+    return out
+
+
+def _break_even_row(curve: CostCurve, drafter: str, k: int, t: Totals) -> dict:
+    row = {"drafter": drafter, "k": k, "measured_alpha": t.alpha, "needed_alpha": None}
+    if not t.verify_rounds or curve.step <= 0:
+        return row  # never drafted: nothing to break even on
+    mean_draft = t.drafted / t.verify_rounds
+    draft = t.t_draft / t.verify_rounds
+    other = t.t_other / (t.verify_rounds + t.plain_steps)
+    verify = curve.at(mean_draft + 1)
+    row.update(
+        mean_draft=mean_draft,
+        draft_steps=draft / curve.step,
+        verify_steps=verify / curve.step,
+        other_steps=other / curve.step,
+        needed_alpha=(draft + verify + other) / curve.step,
+    )
+    return row
+
+
+# --- output ------------------------------------------------------------------------------
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0%}"
+
+
+def _num(x: float | None, fmt: str = ".2f", unit: str = "") -> str:
+    return "–" if x is None else f"{x:{fmt}}{unit}"
+
+
+def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
+    """The scorecard: one line per suite and configuration."""
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for name in ("suite", "drafter", "k"):
+        t.add_column(name, no_wrap=True)
+    for name in ("α", "acc", "tok/s", "off", "speedup", "same", "draft", "verify", "plain", "other"):
+        t.add_column(name, justify="right", no_wrap=True)
+    t.add_column("acc by position", no_wrap=True)
+    last_suite = None
+    for r in report_rows:
+        if last_suite is not None and r["suite"] != last_suite:
+            t.add_section()
+        last_suite = r["suite"]
+        drafted = r["drafter"] not in (OFF, REFERENCE)
+        sh = r["shares"]
+        t.add_row(
+            r["suite"],
+            r["drafter"],
+            str(r["k"]) if drafted else "",
+            _num(r["alpha"]) if drafted else "",
+            _pct(r["acceptance_rate"]) if drafted else "",
+            _num(r["tok_s"], ".1f"),
+            _num(r["off_tok_s"], ".1f"),
+            _num(r["speedup"], ".2f", "×"),
+            _pct(r["identical_rate"]) if r["drafter"] != OFF else "",
+            _pct(sh["draft"]),
+            _pct(sh["verify"]),
+            _pct(sh["plain"]),
+            _pct(sh["other"]),
+            " ".join(f"{a * 100:.0f}" for a in r["per_position_acceptance"][:POSITIONS_SHOWN]),
+        )
+    return t
+
+
+def curve_line(curve: CostCurve) -> str:
+    points = " · ".join(f"{n}: {t * 1e3:.1f} ms {x:.2f}×" for n, t, x in zip(curve.positions, curve.seconds, curve.ratios()))
+    return f"verify cost curve (positions: time, steps) at {curve.context_tokens} context tokens: {points}"
+
+
+def break_even_lines(items: list[dict]) -> list[str]:
+    lines = []
+    for b in items:
+        name = f"{b['drafter']} k={b['k']}"
+        if b["needed_alpha"] is None:
+            lines.append(f"break-even {name}: never drafted")
+            continue
+        verdict = "above" if b["measured_alpha"] >= b["needed_alpha"] else "below"
+        lines.append(
+            f"break-even {name}: needs α ≥ {b['needed_alpha']:.2f}, measured {b['measured_alpha']:.2f} ({verdict}) · "
+            f"per round in steps: verify {b['verify_steps']:.2f} (mean draft {b['mean_draft']:.1f}) "
+            f"+ draft {b['draft_steps']:.2f} + other {b['other_steps']:.2f}"
+        )
+    return lines
+
+
+def ngram_line(t: dict) -> str:
+    mark = "ok" if t["ok"] else "OVER"
+    return (
+        f"n-gram proposal at {t['context_tokens']} context tokens: mean {t['mean_ms']:.3f} ms, "
+        f"p99 {t['p99_ms']:.3f} ms over {t['calls']} calls (bar: mean < {t['bar_ms']} ms, {mark})"
+    )
