@@ -297,10 +297,11 @@ class Bench:
         t0 = time.perf_counter()
         progress = self._progress()
         try:
-            with progress or _Nothing():
-                task = progress.add_task("cost curve", total=self.plan.total_runs) if progress else None
+            with progress:
+                task = progress.add_task("cost curve", total=self.plan.total_runs)
                 text = self._real_text()
                 self.curve = measure_cost_curve(self.session.target, text, max(self.plan.ks) + 1)
+                progress.update(task, description="n-gram proposal timing")
                 self.ngram = time_ngram_proposals(text)
                 for suite in self.plan.suites:
                     for drafter, k in self.plan.configs:
@@ -315,12 +316,10 @@ class Bench:
             for repeat in range(self.plan.repeats):
                 self._pairs += 1
                 for slot, name in (("A", OFF), ("B", drafter)):
-                    if progress:
-                        label = f"{suite.name} · {drafter}{f' k={k}' if k else ''} · {prompt.id} · {slot} {name}"
-                        progress.update(task, description=label)
+                    label = f"{suite.name} · {drafter}{f' k={k}' if k else ''} · {prompt.id} · {slot} {name}"
+                    progress.update(task, description=label)
                     self.runs.append(self._decode(suite, prompt, repeat, slot, name, k))
-                    if progress:
-                        progress.advance(task)
+                    progress.advance(task)
                 self._compare(self.runs[-2], self.runs[-1])
 
     def _compare(self, a: Run, b: Run) -> None:
@@ -392,9 +391,7 @@ class Bench:
         text = "\n\n".join(p.text for s in self.plan.suites for p in s.prompts)
         return self.session.target.tokenize(text, special=False)
 
-    def _progress(self) -> Progress | None:
-        if self.console is None:
-            return None
+    def _progress(self) -> Progress:
         return Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -402,6 +399,7 @@ class Bench:
             TimeElapsedColumn(),
             console=self.console,
             transient=True,
+            disable=self.console is None,
         )
 
     # --- the report ----------------------------------------------------------------------
@@ -423,17 +421,10 @@ class Bench:
             "cost_curve": self.curve.to_dict() if self.curve else None,
             "ngram_proposal": self.ngram,
             "rows": scorecard.rows(self.runs),
+            "off_spread": scorecard.off_spread(self.runs),
             "break_even": scorecard.break_even(self.curve, self.runs) if self.curve else [],
             "runs": [r.to_dict() for r in self.runs],
         }
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _bare_stats(tokens: int, t_decode: float, steps: int, prefill: int) -> TurnStats:
@@ -494,6 +485,13 @@ def show(report: dict, console: Console) -> None:
     console.print(f"peak RSS {peak:.0f} MB")
     la = m["load_average"]
     console.print(f"load average {la['start'][0]:.2f} at start, {la.get('end', [0])[0]:.2f} at end", style="dim")
+    spread = report.get("off_spread")
+    if spread and spread > scorecard.NOISY:
+        console.print(
+            f"warning: the off runs' speed varied {spread:.1f}× during the bench: the machine was busy, "
+            "so these figures are noisy (speedup_median in the JSON is the robust one)",
+            style="yellow",
+        )
     if report["interrupted"]:
         console.print(
             f"interrupted: partial results ({report['runs_done']} of {report['runs_planned']} runs)", style="yellow"

@@ -9,6 +9,7 @@ reply does not weigh as much as a long one.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 
 from rich import box
@@ -19,6 +20,7 @@ from specchat.stats import Round, TurnStats
 OFF = "off"
 REFERENCE = "reference"  # the bare greedy loop, no engine
 POSITIONS_SHOWN = 8  # the table shows acceptance at the first positions; the JSON has all
+NOISY = 1.5  # off runs this much apart in tok/s mean the machine was busy
 
 
 @dataclass
@@ -192,6 +194,7 @@ def _row(suite: str, drafter: str, k: int, runs: list[Run], paired_off: list[Run
         "tok_s": t.tok_s,
         "off_tok_s": off.tok_s,
         "speedup": t.tok_s / off.tok_s if off.tok_s > 0 else None,
+        "speedup_median": _median_pair_ratio(runs, paired_off),
         "alpha": t.alpha,
         "verify_rounds": t.verify_rounds,
         "plain_steps": t.plain_steps,
@@ -204,6 +207,20 @@ def _row(suite: str, drafter: str, k: int, runs: list[Run], paired_off: list[Run
         "peak_rss_mb": max(r.peak_rss_mb for r in runs),
         "order": "".join(r.slot for r in both),  # "ABAB…": off and this config alternated
     }
+
+
+def _median_pair_ratio(runs: list[Run], paired_off: list[Run]) -> float | None:
+    """The median over pairs of B tok/s / A tok/s: robust to one pair that a
+    burst of load slowed down, which the ratio of totals is not."""
+    off = {r.pair: r.stats.tok_s for r in paired_off}
+    ratios = [r.stats.tok_s / off[r.pair] for r in runs if off.get(r.pair, 0) > 0 and r.slot == "B"]
+    return statistics.median(ratios) if ratios else None
+
+
+def off_spread(runs: list[Run]) -> float | None:
+    """Fastest over slowest off run, in tok/s: how steady the machine was."""
+    speeds = [r.stats.tok_s for r in runs if r.slot == "A" and r.stats.tok_s > 0]
+    return max(speeds) / min(speeds) if speeds else None
 
 
 def _unique(items) -> list:

@@ -79,6 +79,7 @@ def test_rows_sum_runs_before_dividing(fabricated):
     assert ngram["tok_s"] == pytest.approx(160 / 15.0)
     assert ngram["off_tok_s"] == pytest.approx(150 / 20.0)  # only the off runs paired with it
     assert ngram["speedup"] == pytest.approx((160 / 15.0) / (150 / 20.0))
+    assert ngram["speedup_median"] == pytest.approx((20.0 / 10.0 + 6.0 / 5.0) / 2)  # pair ratios 2.0 and 1.2
     assert ngram["alpha"] == pytest.approx((4.0 * 20 + 2.0 * 10) / 30)
     assert ngram["acceptance_rate"] == pytest.approx(70 / 90)
     assert ngram["per_position_acceptance"] == pytest.approx([24 / 30, 20 / 30, 14 / 15, 12 / 15])
@@ -97,6 +98,18 @@ def test_off_row_takes_every_off_run_and_reference_pairs_like_a_config(fabricate
     assert off["identical_rate"] is None and off["order"] == "AAAA"
     ref = by(r, "reference")
     assert ref["speedup"] == pytest.approx(2.0) and ref["order"] == "AB"
+
+
+def test_off_spread_flags_a_busy_machine(fabricated):
+    from specchat.scorecard import off_spread
+
+    assert off_spread(fabricated) == pytest.approx(10.0 / 5.0)  # off ran at 10, 5, 10 and 10 tok/s
+    out = io.StringIO()
+    report = {"rows": rows(fabricated), "off_spread": 2.0, "cost_curve": None, "break_even": [], "ngram_proposal": None,
+              "interrupted": False, "pair": {"name": "p"}, "settings": {"max_tokens": 8, "temp": 0.0},
+              "machine": {"cpu_model": "cpu", "threads": 2, "load_average": {"start": [1.0], "end": [1.0]}}}
+    show(report, Console(file=out, width=200))
+    assert "warning: the off runs' speed varied 2.0× during the bench" in out.getvalue()
 
 
 def test_cost_curve_interpolates_and_extrapolates():
