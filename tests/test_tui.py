@@ -16,10 +16,19 @@ from textual.geometry import Region
 
 from specchat.chat import ChatSession
 from specchat.config import Settings
+from specchat.drafters import NAMES
 from specchat.history import History
 from specchat.tui.app import SpecchatApp
 from specchat.tui.models import PairInfo
-from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, StatusBar, UserMessage
+from specchat.tui.widgets import (
+    AssistantMessage,
+    PromptInput,
+    ReplyBody,
+    ReplyChunk,
+    StatsLine,
+    StatusBar,
+    UserMessage,
+)
 from tests.fake_model import EOS, FakeModel
 
 DARK = {"accepted": "#4ec96b", "rejected": "#e0605e", "ngram": "#4ec96b", "model": "#3fb8c4", "fg": "#d8dbe2"}
@@ -124,7 +133,10 @@ async def send(pilot, text: str) -> AssistantMessage:
 
 
 def segments(widget) -> list[tuple[str, Style]]:
-    """The widget's rendered text as (text, style) runs, as the terminal gets them."""
+    """The widget's rendered text as (text, style) runs, as the terminal gets
+    them. A reply body is a column of chunks: their runs, in order."""
+    if isinstance(widget, ReplyBody):
+        return [run for chunk in widget.query(ReplyChunk) for run in segments(chunk)]
     w, h = widget.size
     out = []
     for strip in widget.render_lines(Region(0, 0, w, h)):
@@ -270,13 +282,14 @@ async def test_status_bar_and_k_keys(tmp_path):
 
 
 async def test_live_tok_s_while_generating(tmp_path):
-    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=80), drafter="ngram")
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=2000), drafter="ngram")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         app.query_one(PromptInput).text = "hello"
         await pilot.press("enter")
         await wait_until(pilot, lambda: (app.live_tok_s or 0) > 0)
         assert re.search(r" · \d+\.\d tok/s$", str(app.query_one(StatusBar).render()))
+        await pilot.press("escape")
         await wait_until(pilot, lambda: not app.generating)
         assert "tok/s" not in str(app.query_one(StatusBar).render())
 
@@ -285,24 +298,26 @@ async def test_live_tok_s_while_generating(tmp_path):
 
 
 async def test_cycle_drafter_mid_reply(tmp_path):
-    models = FakeModels(step_seconds=0.02, max_tokens=120)
+    models = FakeModels(step_seconds=0.02, max_tokens=2000)
     app = make_app(tmp_path, models=models, drafter="off", k=4)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         app.query_one(PromptInput).text = "hello"
         await pilot.press("enter")
-        reply = None
         await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
         reply = app.query(AssistantMessage).last()
         await pilot.press("ctrl+d")  # off -> ngram, from the next round
         assert "drafter ngram" in str(app.query_one(StatusBar).render())
-        await wait_until(pilot, lambda: any(s["kind"] == "accepted" for s in reply.spans))
+        await wait_until(pilot, lambda: any(s["drafter"] == "ngram" for s in reply.spans))
         await pilot.press("ctrl+d")  # ngram -> draft
+        await wait_until(pilot, lambda: any(s["drafter"] == "draft" for s in reply.spans))
+        await pilot.press("escape")
         await wait_until(pilot, lambda: not app.generating)
         assert reply.stats["drafters"] == ["off", "ngram", "draft"]
-        assert str(reply.query_one(StatsLine).render()).startswith("off→ngram→draft · α ")
+        assert str(reply.query_one(StatsLine).render()).startswith("cancelled · off→ngram→draft · α ")
+        sources = [s["drafter"] for s in reply.spans if s["kind"] != "target"]
         assert reply.spans[0]["kind"] == "target"  # off: the target's own tokens first
-        assert {s["drafter"] for s in reply.spans if s["kind"] == "accepted"} <= {"ngram", "draft"}
+        assert sources == sorted(sources, key=["ngram", "draft"].index)  # n-gram drafts, then the model's
         assert app.session.drafter_name == "draft"
 
 
@@ -314,15 +329,18 @@ async def test_cycle_order_and_skips_without_draft_model(tmp_path):
         for _ in range(3):
             await pilot.press("ctrl+d")
             seen.append(app.drafter)
-        assert seen == ["ngram", "off", "ngram"]  # no draft model: draft and hybrid are skipped
+        # No draft model: draft and hybrid are skipped.
+        runnable = [n for n in NAMES if n not in ("draft", "hybrid")]
+        assert seen == (runnable[1:] + runnable)[:3]
     app = make_app(tmp_path, drafter="off")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         seen = []
-        for _ in range(4):
+        for _ in range(len(NAMES)):
             await pilot.press("ctrl+d")
             seen.append(app.drafter)
-        assert seen == ["ngram", "draft", "hybrid", "off"]
+        assert seen[:3] == ["ngram", "draft", "hybrid"]
+        assert seen == list(NAMES[1:]) + ["off"]  # auto, when the registry has it, comes last
 
 
 async def test_escape_cancels_and_keeps_partial_reply(tmp_path):

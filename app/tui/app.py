@@ -41,7 +41,10 @@ from specchat.tui.widgets import (
     round_spans,
 )
 
-BATCH_SECONDS = 0.04  # rounds reach the UI at most this often
+BATCH_SECONDS = 0.04  # rounds reach the UI at most this often...
+MAX_BATCH_SECONDS = 0.4  # ...and at least this often
+UI_SHARE = 0.05  # the UI thread may use this share of one core while decoding
+STATUS_SECONDS = 0.5  # the status bar's live tok/s changes at most this often
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class RoundFeed:
     """on_round for the engine: collects spans in the worker thread and posts
     them to the app at most every BATCH_SECONDS (never one message per token)."""
 
-    def __init__(self, app: App, reply: AssistantMessage, session) -> None:
+    def __init__(self, app: "SpecchatApp", reply: AssistantMessage, session) -> None:
         self.app, self.reply, self.session = app, reply, session
         self.pending: list[dict] = []
         self.tokens = 0
@@ -121,7 +124,7 @@ class RoundFeed:
         self.pending += round_spans(r, mode)
         self.tokens += len(r.committed)
         now = time.perf_counter()
-        if now - self.last >= BATCH_SECONDS:
+        if now - self.last >= self.app.batch_seconds:
             self.flush(now)
 
     def flush(self, now: float | None = None) -> None:
@@ -193,6 +196,9 @@ class SpecchatApp(App):
         self.live_tok_s: float | None = None
         self.drafter = self.start_drafter  # the chosen drafter (the engine takes it at its next round)
         self._theme_ready = False
+        self._status_time = 0.0
+        self.batch_seconds = BATCH_SECONDS  # adapted to what rendering costs (see _pace)
+        self._pace_mark = (0.0, 0.0)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(SPEC_DEFAULTS)
@@ -346,11 +352,30 @@ class SpecchatApp(App):
         feed.flush()
         self.post_message(ReplyDone(reply, turn, feed.drafters or [session.drafter_name]))
 
+    def _pace(self) -> None:
+        """Keep the UI thread's CPU near UI_SHARE of a core: rendering competes
+        with decoding for cores (and the GIL), so a slow render means fewer,
+        bigger batches, never a slower decode."""
+        wall, cpu = time.perf_counter(), time.thread_time()
+        last_wall, last_cpu = self._pace_mark
+        self._pace_mark = (wall, cpu)
+        if not last_wall or wall - last_wall > 2.0:
+            return
+        # The UI's CPU since the last batch is about what one batch costs to
+        # show; space batches so that cost stays within UI_SHARE.
+        needed = (cpu - last_cpu) / UI_SHARE
+        smoothed = (self.batch_seconds + needed) / 2
+        self.batch_seconds = max(BATCH_SECONDS, min(MAX_BATCH_SECONDS, smoothed))
+
     @on(RoundsReady)
     def rounds_ready(self, msg: RoundsReady) -> None:
+        self._pace()
         msg.reply.add_spans(msg.spans)
-        self.live_tok_s = msg.live_tok_s
-        self._set_status()
+        now = time.perf_counter()
+        if now - self._status_time >= STATUS_SECONDS:  # the live tok/s needs no 25 fps
+            self._status_time = now
+            self.live_tok_s = msg.live_tok_s
+            self._set_status()
         chat = self.query_one("#chat", VerticalScroll)
         if chat.max_scroll_y - chat.scroll_y < 3:
             chat.scroll_end(animate=False)

@@ -119,8 +119,55 @@ class UserMessage(Static):
         self.text = text
 
 
-class ReplyBody(Static):
-    """The colour-coded reply. Grows by appending spans."""
+CHUNK_CHARS = 240  # a reply is shown in chunks of about this size, split at newlines
+
+
+def chunk_spans(chunks: list[list[dict]], new: list[dict]) -> None:
+    """Add spans to the view's chunks. Once the last chunk holds CHUNK_CHARS,
+    a newline starts a new chunk; past twice that, so does a sentence end
+    (". "), and past four times, any space (text without punctuation). The separator between two chunks is the
+    widget boundary, so it is dropped from the view (never from the data)."""
+    for s in new:
+        text = s["text"]
+        while s["kind"] != "rejected":
+            size = sum(len(x["text"]) for x in chunks[-1])
+            tail = chunks[-1][-1]["text"][-1:] if chunks[-1] else ""
+            cut = _boundary(tail + text, size) - len(tail)
+            if cut < 0:  # no boundary in this span
+                break
+            if cut:
+                merge_spans(chunks[-1], [{**s, "text": text[:cut]}])
+            chunks.append([])
+            text = text[cut + 1:]
+        if text:
+            merge_spans(chunks[-1], [{**s, "text": text}])
+
+
+def _boundary(text: str, size: int) -> int:
+    """Index of the separator where a new chunk may start, or -1 (or less)."""
+    if size >= CHUNK_CHARS and "\n" in text:
+        return text.index("\n")
+    if size >= 2 * CHUNK_CHARS:
+        for mark in (". ", "? ", "! "):
+            if mark in text:
+                return text.index(mark) + 1
+    if size >= 4 * CHUNK_CHARS and " " in text:  # no punctuation at all: any space
+        return text.index(" ")
+    return -1
+
+
+class ReplyChunk(Static):
+    """A piece of the colour-coded reply. Only the last chunk changes while
+    streaming, so each update re-wraps a few lines, not the whole reply."""
+
+    def show(self, content: Content) -> None:
+        width = self.content_size.width
+        same_height = width > 0 and content.get_height(self.styles, width) == self.content_size.height
+        self.update(content, layout=not same_height)  # skip the screen's relayout when we can
+
+
+class ReplyBody(Vertical):
+    """The colour-coded reply: a column of chunks."""
 
 
 class StatsLine(Static):
@@ -133,15 +180,20 @@ class AssistantMessage(Vertical):
     def __init__(self, spans: list[dict] | None = None, stats: dict | None = None,
                  finish: str | None = None, show_rejected: bool = True) -> None:
         super().__init__(classes="assistant-message")
-        self.spans: list[dict] = [dict(s) for s in spans or []]
+        self.spans: list[dict] = []
+        self.chunks: list[list[dict]] = [[]]
         self.stats = stats
         self.finish = finish
         self.show_rejected = show_rejected
         self.markdown_view = False
-        self._content = spans_content(self.spans, show_rejected)
+        merge_spans(self.spans, [dict(s) for s in spans or []])
+        chunk_spans(self.chunks, self.spans)
+        self._live = spans_content(self.chunks[-1], show_rejected)  # the last chunk, grown by appending
 
     def compose(self):
-        yield ReplyBody(self._content)
+        with ReplyBody():
+            for chunk in self.chunks:
+                yield ReplyChunk(spans_content(chunk, self.show_rejected))
         yield StatsLine("" if self.stats is None else stats_content(self.stats, self.finish))
 
     def on_mount(self) -> None:
@@ -153,13 +205,23 @@ class AssistantMessage(Vertical):
         return reply_text(self.spans)
 
     def add_spans(self, new: list[dict]) -> None:
-        """Append streamed spans; the Content grows, it is not rebuilt."""
-        merge_spans(self.spans, new)
-        for s in new:
-            if s["kind"] == "rejected" and not self.show_rejected:
-                continue
-            self._content = self._content.append_text(s["text"], span_style(s["kind"], s["drafter"]))
-        self.query_one(ReplyBody).update(self._content)
+        """Append streamed spans. The last chunk's Content grows by appending."""
+        merge_spans(self.spans, [dict(s) for s in new])
+        n_before = len(self.chunks)
+        chunk_spans(self.chunks, new)
+        if len(self.chunks) == n_before:
+            for s in new:  # the common case: everything went to the live chunk
+                if s["kind"] != "rejected" or self.show_rejected:
+                    self._live = self._live.append_text(s["text"], span_style(s["kind"], s["drafter"]))
+        else:
+            self._live = spans_content(self.chunks[-1], self.show_rejected)
+        body = self.query_one(ReplyBody)
+        widgets = list(body.query(ReplyChunk))
+        if len(self.chunks) > len(widgets):
+            widgets[-1].show(spans_content(self.chunks[len(widgets) - 1], self.show_rejected))
+            body.mount_all(ReplyChunk(spans_content(c, self.show_rejected)) for c in self.chunks[len(widgets):])
+        else:
+            widgets[-1].show(self._live)
 
     def end(self, stats: dict, finish: str) -> None:
         self.stats, self.finish = stats, finish
@@ -169,8 +231,9 @@ class AssistantMessage(Vertical):
 
     def set_show_rejected(self, show: bool) -> None:
         self.show_rejected = show
-        self._content = spans_content(self.spans, show)
-        self.query_one(ReplyBody).update(self._content)
+        for widget, chunk in zip(self.query(ReplyChunk), self.chunks):
+            widget.update(spans_content(chunk, show))
+        self._live = spans_content(self.chunks[-1], show)
 
     async def toggle_markdown(self) -> None:
         """Flip between the colour view and rendered Markdown."""

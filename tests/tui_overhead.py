@@ -1,0 +1,128 @@
+"""Measure what the chat UI costs decoding: the same ChatSession and prompt,
+once without any UI (like `specchat run`), once inside the app (headless
+Textual: layout and rendering run, only the terminal write is skipped).
+
+    python tests/tui_overhead.py                      # the fake model, 20 ms per step
+    python tests/tui_overhead.py --pair smollm2-135m  # a real pulled pair
+
+Greedy decoding makes both runs produce the same tokens, so decode time per
+round compares like with like. Prints per-round overhead and the tok/s ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def fake_factory(step: float, drafter: str, k: int, max_tokens: int):
+    from specchat.chat import ChatSession
+    from tests.test_tui import long_model, noisy_draft
+
+    return lambda: ChatSession(long_model(step_seconds=step), load_draft_model=noisy_draft, drafter=drafter, k=k,
+                               max_tokens=max_tokens, pair="fake")
+
+
+def real_factory(pair: str, drafter: str, k: int, max_tokens: int):
+    from specchat.loader import open_session
+
+    return lambda: open_session(pair, drafter=drafter, k=k, max_tokens=max_tokens)
+
+
+def run_plain(session, prompt: str, n: int) -> list[dict]:
+    out = []
+    for _ in range(n):
+        session.clear()
+        s = session.reply(prompt).stats
+        out.append({"tokens": s.tokens, "rounds": s.verify_rounds + s.plain_steps, "t": s.t_decode})
+    return out
+
+
+async def run_ui(session, prompt: str, n: int) -> list[dict]:
+    from specchat.config import Settings
+    from specchat.history import History
+    from specchat.tui.app import SpecchatApp
+    from specchat.tui.widgets import AssistantMessage, PromptInput
+
+    class One:
+        def pairs(self):
+            return []
+
+        def default_pair(self):
+            return "p"
+
+        def is_pulled(self, name):
+            return True
+
+        def open(self, pair, drafter, k, settings):
+            return session
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        app = SpecchatApp(One(), Settings(), history=History(Path(tmp) / "h.sqlite3"), save_settings=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            while app.session is None:
+                await pilot.pause(0.05)
+            for _ in range(n):
+                await pilot.press("ctrl+n")
+                app.query_one(PromptInput).text = prompt
+                cpu0 = time.thread_time()  # this coroutine runs on the UI thread
+                await pilot.press("enter")
+                # Plain sleeps: Pilot's own polling would cost the UI thread ~10% CPU.
+                while not app.query(AssistantMessage) or app.query(AssistantMessage).last().stats is None:
+                    await asyncio.sleep(0.05)
+                ui_cpu = time.thread_time() - cpu0
+                s = app.query(AssistantMessage).last().stats
+                out.append({"tokens": s["tokens"], "rounds": s["verify_rounds"] + s["plain_steps"],
+                            "t": s["t_decode"], "ui_cpu": ui_cpu})
+    return out
+
+
+def summary(name: str, runs: list[dict]) -> tuple[float, float]:
+    per_round = statistics.median(r["t"] / r["rounds"] for r in runs)
+    tok_s = statistics.median(r["tokens"] / r["t"] for r in runs)
+    print(f"{name:>8}: {runs[0]['tokens']} tokens in {runs[0]['rounds']} rounds; "
+          f"median {per_round * 1000:.2f} ms/round, {tok_s:.1f} tok/s over {len(runs)} replies")
+    return per_round, tok_s
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pair", help="a pulled pair (default: the fake model)")
+    ap.add_argument("--step", type=float, default=0.02, help="fake model: seconds per target pass")
+    ap.add_argument("--drafter", default="ngram")
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=200)
+    ap.add_argument("--replies", type=int, default=5)
+    ap.add_argument("--prompt", default="Write a Python function that reverses a list, then explain it.")
+    args = ap.parse_args()
+    factory = (real_factory(args.pair, args.drafter, args.k, args.max_tokens) if args.pair
+               else fake_factory(args.step, args.drafter, args.k, args.max_tokens))
+    session = factory()  # one session for both, so both decode on the same warm model
+    run_plain(session, args.prompt, 1)  # warm up (page cache, first-call costs)
+    plain, ui = [], []
+    for _ in range(args.replies):  # interleaved, so drifting machine load hits both alike
+        plain += run_plain(session, args.prompt, 1)
+        ui += asyncio.run(run_ui(session, args.prompt, 1))
+    session.close()
+    if [r["tokens"] for r in plain] != [r["tokens"] for r in ui]:
+        print("note: token counts differ between runs", [r["tokens"] for r in plain], [r["tokens"] for r in ui])
+    p_round, p_tok_s = summary("no UI", plain)
+    u_round, u_tok_s = summary("UI", ui)
+    ui_cpu = statistics.median(r["ui_cpu"] / r["t"] for r in ui)
+    print(f"UI thread CPU: {ui_cpu * 100:.1f}% of one core while decoding "
+          f"({statistics.median(r['ui_cpu'] / r['rounds'] for r in ui) * 1000:.2f} ms per round)")
+    print(f"UI overhead: {(u_round - p_round) * 1000:+.2f} ms per round; "
+          f"decode speed {u_tok_s / p_tok_s * 100:.1f}% of no-UI ({(1 - u_tok_s / p_tok_s) * 100:+.1f}% cost)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
