@@ -71,13 +71,16 @@ class Engine:
         with self._lock:
             self._next_drafter = drafter
 
-    def _take_switch(self, context: Sequence[int]) -> None:
+    def _take_switch(self, context: Sequence[int]) -> bool:
+        """Apply a pending switch; True if the drafter changed (and has begun)."""
         with self._lock:
             new, self._next_drafter = self._next_drafter, None
-        if new is not None and new is not self.drafter:
-            self.drafter = new
-            self._calibrate_if_needed()
-            new.begin(context)
+        if new is None or new is self.drafter:
+            return False
+        self.drafter = new
+        self._calibrate_if_needed()
+        new.begin(context)
+        return True
 
     def _calibrate_if_needed(self) -> None:
         if getattr(self.drafter, "needs_costs", False) and not self.costs.calibrated:
@@ -111,9 +114,12 @@ class Engine:
         cancel: threading.Event | None = None,
     ) -> Turn:
         n_prefill, t_prefill = self.prefill(prompt)
-        self._calibrate_if_needed()
         context = list(prompt)  # committed tokens; the last one is pending (not in KV)
-        self.drafter.begin(context)
+        # A switch asked for between turns, calibration and the drafter's own
+        # prefill all happen here, before the decode clock starts.
+        if not self._take_switch(context):
+            self._calibrate_if_needed()
+            self.drafter.begin(context)
         turn = Turn()
         pieces = _PieceDecoder(self.target)
         arm_steps = 0

@@ -10,7 +10,6 @@ only on strong evidence; where the curve is flat, it drafts freely.
 
 from __future__ import annotations
 
-import time
 from typing import Sequence
 
 from specchat.costmodel import CostModel
@@ -76,6 +75,8 @@ class AutoDrafter(Drafter):
 
     def begin(self, context: Sequence[int]) -> None:
         self.ngram.begin(context)
+        if self.model is not None and self.model.loaded:
+            self.model.begin(context)  # prefill now, not inside a timed round
         self.chosen = {}  # counted per turn
 
     def observe(self, committed: Sequence[int]) -> None:
@@ -96,9 +97,8 @@ class AutoDrafter(Drafter):
         _, source, length, acc, candidate = best
         if source == "ngram":
             return self._decide(f"ngram k={length}", acc, Draft(candidate[:length], source="ngram"))
-        t0 = time.perf_counter()
         draft = self.model.propose(context, length)
-        self._measure_draft(time.perf_counter() - t0, len(draft))
+        self._measure_draft(self.model.seconds_per_token)
         return self._decide(f"draft k={length}", acc, draft)
 
     def _options(self, context: Sequence[int], k: int, optimism: float):
@@ -131,9 +131,8 @@ class AutoDrafter(Drafter):
             return self.draft_step
         return self.costs.step(1) * self.draft_cost_prior
 
-    def _measure_draft(self, seconds: float, tokens: int) -> None:
-        if tokens:
-            per = seconds / tokens
+    def _measure_draft(self, per: float | None) -> None:
+        if per is not None:
             self.draft_step = per if self.draft_step is None else self.draft_step + 0.2 * (per - self.draft_step)
 
     def _decide(self, choice: str, acc: Acceptance | None, draft: Draft) -> Draft:

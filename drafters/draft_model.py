@@ -8,6 +8,7 @@ as the target, keeping each q row for exact acceptance.
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Sequence
 
 import numpy as np
@@ -25,6 +26,7 @@ class DraftModelDrafter(Drafter):
         self._model = None
         self.sampling = sampling
         self.rng = np.random.default_rng(sampling.seed + 1)
+        self.seconds_per_token: float | None = None  # drafting time of the last proposal, sync excluded
 
     @property
     def model(self):
@@ -32,11 +34,20 @@ class DraftModelDrafter(Drafter):
             self._model = self._load()
         return self._model
 
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def begin(self, context: Sequence[int]) -> None:
+        """Prefill the draft model with the prompt now, outside the timed rounds."""
+        self._sync(self.model, context)
+
     def propose(self, context: Sequence[int], k: int) -> Draft:
         if k <= 0:
             return Draft(source=self.name)
         m = self.model
         self._sync(m, context)
+        t0 = time.perf_counter()
         tokens: list[int] = []
         qs: list[np.ndarray] | None = None if self.sampling.greedy else []
         for i in range(k):
@@ -51,6 +62,7 @@ class DraftModelDrafter(Drafter):
                 break
             if i < k - 1:
                 m.eval([t], n_logits=1)
+        self.seconds_per_token = (time.perf_counter() - t0) / len(tokens)
         return Draft(tokens=tokens, q=qs, source=self.name)
 
     def _sync(self, m, context: Sequence[int]) -> None:

@@ -124,7 +124,7 @@ def test_auto_adapts_when_acceptance_drops():
         if d.tokens:
             a.settle(d, 0)
     assert a.choice == "off"
-    assert a.model_acc.rate(0) < 0.1
+    assert a.model_acc.rate(0) < 0.3  # from the prior 0.6, halved by the evidence
 
 
 def test_acceptance_expected_tokens():
