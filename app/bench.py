@@ -443,7 +443,9 @@ def _bare_stats(tokens: int, t_decode: float, steps: int, prefill: int) -> TurnS
 # --- the command ---------------------------------------------------------------------------------
 
 
-def open_bench_session(plan: Plan, pair: str | None = None, target: str | None = None, draft: str | None = None) -> tuple[ChatSession, dict]:
+def open_bench_session(
+    plan: Plan, pair: str | None = None, target: str | None = None, draft: str | None = None, threads: int | None = None
+) -> tuple[ChatSession, dict]:
     """Load the pair once: (session, pair facts for the report)."""
     from specchat.loader import open_session, pair_files
 
@@ -457,6 +459,7 @@ def open_bench_session(plan: Plan, pair: str | None = None, target: str | None =
         sampling=SamplingParams(temp=plan.temp),
         baseline_every=0,
         max_tokens=plan.max_tokens,
+        threads=threads,
     )
     return session, {"name": label, "target": file_facts(t_path), "draft": file_facts(d_path)}
 
@@ -512,6 +515,7 @@ def run_command(
     repeats: int,
     temp: float,
     json_file: str | None,
+    threads: int | None = None,
 ) -> int:
     """`specchat bench`; returns the exit code (130 when stopped with Ctrl-C)."""
     plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp)
@@ -522,7 +526,7 @@ def run_command(
         console = Console(highlight=False, width=WIDE)  # a file or pipe gets the whole table
     status = Console(stderr=True, highlight=False)
     with status.status("loading the pair"):
-        session, pair_info = open_bench_session(plan, pair)
+        session, pair_info = open_bench_session(plan, pair, threads=threads)
     try:
         bench = Bench(session, plan, console=status)
         bench.run()

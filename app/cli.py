@@ -190,6 +190,7 @@ def bench(
     repeats: int = typer.Option(1, "--repeats", help="Repeats per prompt."),
     temp: float = typer.Option(0.0, "--temp", help="Temperature."),
     json_file: Optional[str] = typer.Option(None, "--json", help="Write every figure to this file."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
 ) -> None:
     """Measure every drafter against plain decoding on this machine."""
     from specchat.bench import run_command
@@ -204,6 +205,7 @@ def bench(
             repeats=repeats,
             temp=temp,
             json_file=json_file,
+            threads=threads,
         )
     except SpecchatError as err:
         _fail(err)
