@@ -328,6 +328,7 @@ class SpecchatApp(App):
         chat.mount(reply)
         chat.scroll_end(animate=False)
         self.generating = True
+        self.query_one(PromptInput).cursor_blink = False  # a blink is a repaint: none while decoding
         self.cancel_event = threading.Event()
         self.live_tok_s = 0.0
         self._set_status()
@@ -403,6 +404,7 @@ class SpecchatApp(App):
 
     def _finish_generation(self) -> None:
         self.generating = False
+        self.query_one(PromptInput).cursor_blink = True
         self.live_tok_s = None
         self._set_status()
         self._refresh_panel()
