@@ -459,9 +459,18 @@ class SpecchatApp(App):
             except SpecchatError:
                 continue  # this pair has no draft model: skip draft/hybrid
             self.drafter = name
-            self.notify(f"drafter: {name}" + (" (from the next round)" if self.generating else ""), timeout=2)
+            note = " (from the next round)" if self.generating else ""
+            if name in ("draft", "hybrid") and self._draft_model_cold():
+                note += "; the draft model loads on its first use"
+            self.notify(f"drafter: {name}{note}", timeout=3)
             self._set_status()
             return
+
+    def _draft_model_cold(self) -> bool:
+        try:
+            return getattr(self.session.drafters.get("draft"), "_model", None) is None
+        except SpecchatError:
+            return False
 
     def action_k_up(self) -> None:
         self._change_k(+1)

@@ -125,7 +125,7 @@ CHUNK_CHARS = 240  # a reply is shown in chunks of about this size, split at new
 def chunk_spans(chunks: list[list[dict]], new: list[dict]) -> None:
     """Add spans to the view's chunks. Once the last chunk holds CHUNK_CHARS,
     a newline starts a new chunk; past twice that, so does a sentence end
-    (". "), and past four times, any space (text without punctuation). The separator between two chunks is the
+    (". "), and past eight times, any space (text without sentence ends). The separator between two chunks is the
     widget boundary, so it is dropped from the view (never from the data)."""
     for s in new:
         text = s["text"]
@@ -151,7 +151,7 @@ def _boundary(text: str, size: int) -> int:
         for mark in (". ", "? ", "! "):
             if mark in text:
                 return text.index(mark) + 1
-    if size >= 4 * CHUNK_CHARS and " " in text:  # no punctuation at all: any space
+    if size >= 8 * CHUNK_CHARS and " " in text:  # no sentence ends at all: any space
         return text.index(" ")
     return -1
 
