@@ -99,7 +99,15 @@ class Plan:
     @property
     def configs(self) -> list[tuple[str, int]]:
         """(drafter, k) for every B run; the reference loop last."""
-        return [(d, k) for d in self.drafters for k in self.ks] + [(REFERENCE, 0)]
+        pairs = []
+        for d in self.drafters:  # "auto:16" runs auto at k=16 only
+            name, _, fixed = d.partition(":")
+            pairs += [(name, int(fixed))] if fixed else [(name, k) for k in self.ks]
+        return pairs + [(REFERENCE, 0)]
+
+    @property
+    def max_k(self) -> int:
+        return max(k for _, k in self.configs)
 
     @property
     def total_runs(self) -> int:
@@ -128,10 +136,13 @@ def make_plan(suites: str, drafters: str, ks: str, max_tokens: int = 128, repeat
     from specchat.drafters import NAMES, Drafters
 
     names = _items(drafters)
-    for name in names:
-        if name not in NAMES:
-            Drafters(None, SamplingParams()).get(name)  # raises the registry's own error
     try:
+        for item in names:
+            name, _, fixed = item.partition(":")
+            if name not in NAMES:
+                Drafters(None, SamplingParams()).get(name)  # raises the registry's own error
+            if fixed and not 1 <= int(fixed) <= 32:
+                raise ValueError(fixed)
         k_values = [int(k) for k in _items(ks)]
     except ValueError:
         raise SpecchatError(f"--k takes whole numbers, got {ks!r}", hint="for example --k 1,2,4,8", code=2) from None
@@ -300,7 +311,7 @@ class Bench:
             with progress:
                 task = progress.add_task("cost curve", total=self.plan.total_runs)
                 text = self._real_text()
-                self.curve = measure_cost_curve(self.session.target, text, max(self.plan.ks) + 1)
+                self.curve = measure_cost_curve(self.session.target, text, self.plan.max_k + 1)
                 progress.update(task, description="n-gram proposal timing")
                 self.ngram = time_ngram_proposals(text)
                 for suite in self.plan.suites:
@@ -332,7 +343,7 @@ class Bench:
 
     def _decode(self, suite: Suite, prompt: Prompt, repeat: int, slot: str, drafter: str, k: int) -> Run:
         tokens = self._prompt_tokens(prompt)
-        k_engine = k or max(self.plan.ks)  # the A run's k only sizes the reply budget, as B's does
+        k_engine = k or self.plan.max_k  # the A run's k only sizes the reply budget, as B's does
         budget = min(self.plan.max_tokens, self.session.n_ctx - len(tokens) - k_engine - 1)
         run = Run(
             seq=len(self.runs),
@@ -455,7 +466,7 @@ def open_bench_session(
         target,
         draft,
         drafter=OFF,
-        k=max(plan.ks),
+        k=plan.max_k,
         sampling=SamplingParams(temp=plan.temp),
         baseline_every=0,
         max_tokens=plan.max_tokens,

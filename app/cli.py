@@ -184,7 +184,9 @@ def run(
 def bench(
     pair: Optional[str] = typer.Option(None, "--pair", help="Model pair."),
     suites: str = typer.Option("code-edit,summarize,code-gen,chat,math", "--suites", help="Comma-separated suites."),
-    drafters: str = typer.Option("off,ngram,draft,hybrid,auto", "--drafters", help="Comma-separated drafters."),
+    drafters: str = typer.Option(
+        "off,ngram,draft,hybrid,auto", "--drafters", help="Comma-separated drafters; NAME:K runs one at k=K only."
+    ),
     ks: str = typer.Option("4", "--k", help="Comma-separated k values."),
     max_tokens: int = typer.Option(128, "--max-tokens", help="Tokens per reply."),
     repeats: int = typer.Option(1, "--repeats", help="Repeats per prompt."),
