@@ -1,0 +1,68 @@
+"""The n-gram index against a brute-force reference, and its proposal rules."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specchat.drafters.ngram import MAX_EXTEND, NgramDrafter
+
+
+def brute_lookup(tokens: list[int], n_min: int, n_max: int):
+    """Scan everything: the latest earlier occurrence of the longest suffix n-gram."""
+    size = len(tokens)
+    for n in range(min(n_max, size), n_min - 1, -1):
+        suffix = tokens[size - n :]
+        starts = [j for j in range(n, size) if tokens[j - n : j] == suffix]
+        if starts:
+            start, match = max(starts), n
+            while (
+                match < n_max + MAX_EXTEND
+                and start - match - 1 >= 0
+                and size - match - 1 > start - match - 1
+                and tokens[size - match - 1] == tokens[start - match - 1]
+            ):
+                match += 1
+            return start, match, len(starts)
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    tokens=st.lists(st.integers(0, 3), min_size=1, max_size=80),
+    cuts=st.lists(st.integers(1, 10), max_size=10),
+)
+def test_incremental_index_matches_brute_force(tokens, cuts):
+    d = NgramDrafter(n_min=2, n_max=4)
+    d.begin(tokens[:1])
+    i = 1
+    for c in cuts + [len(tokens)]:  # feed the rest in chunks, as rounds commit them
+        d.observe(tokens[i : i + c])
+        i += c
+        # After every chunk, the index answers exactly what a full scan would.
+        assert d.tokens == tokens[: len(d.tokens)]
+        assert d.lookup(d.tokens) == brute_lookup(d.tokens, 2, 4)
+    assert d.tokens == tokens
+
+
+@settings(max_examples=200, deadline=None)
+@given(tokens=st.lists(st.integers(0, 5), min_size=2, max_size=60), k=st.integers(1, 16))
+def test_a_proposal_copies_the_continuation_and_respects_k(tokens, k):
+    d = NgramDrafter(n_min=2, n_max=4, min_match=3)
+    d.begin(tokens)
+    draft = d.propose(tokens, k)
+    hit = brute_lookup(tokens, 2, 4)
+    if hit is None or hit[1] < 3:
+        assert draft.tokens == []  # weak evidence: no draft
+    else:
+        start, match, seen = hit
+        assert 0 < len(draft.tokens) <= k
+        assert draft.tokens == tokens[start : start + len(draft.tokens)]
+
+
+def test_an_edited_conversation_rebuilds_the_index():
+    d = NgramDrafter()
+    d.begin([1, 2, 3, 4, 1, 2, 3])
+    d.begin([9, 9, 9, 1, 2])  # not an extension: start over
+    assert d.tokens == [9, 9, 9, 1, 2]
+    assert d.lookup([9, 9, 9, 1, 2]) is None
