@@ -36,8 +36,8 @@ from specchat import scorecard
 from specchat.chat import ChatSession
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams, probs, sample
-from specchat.scorecard import OFF, REFERENCE, CostCurve, Run, first_difference, position_counts
-from specchat.stats import TurnStats
+from specchat.scorecard import OFF, REFERENCE, CostCurve, Run, position_counts
+from specchat.stats import TurnStats, first_difference
 
 SUITES = ("code-edit", "summarize", "code-gen", "chat", "math")
 USES_DRAFT_MODEL = ("draft", "hybrid", "auto")

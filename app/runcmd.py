@@ -11,7 +11,7 @@ from rich.text import Text
 
 from specchat.chat import ChatSession
 from specchat.engine import Turn
-from specchat.stats import Round, TurnStats, spans
+from specchat.stats import Round, TurnStats, first_difference, spans
 
 # Styles for a plain terminal; the TUI takes its colours from the theme.
 STYLES = {
@@ -58,11 +58,7 @@ def check_identical(session: ChatSession, turn: Turn) -> None:
     """Decode the same prompt plainly and compare (greedy only)."""
     if not session.engine.sampling.greedy:
         return
-    ref = session.plain_reference(turn)
-    n = min(len(ref), len(turn.tokens))
-    first = next((i for i in range(n) if ref[i] != turn.tokens[i]), None)
-    if first is None and len(ref) != len(turn.tokens):
-        first = n
+    first = first_difference(turn.tokens, session.plain_reference(turn))
     turn.stats.identical = first is None
     turn.stats.first_divergence = first
 

@@ -73,14 +73,6 @@ def position_counts(rounds: list[Round]) -> tuple[list[int], list[int]]:
     return offered, hits
 
 
-def first_difference(a: list[int], b: list[int]) -> int | None:
-    """Index of the first token where a and b differ (a length difference counts)."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
 # --- rows ------------------------------------------------------------------------------
 
 

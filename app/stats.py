@@ -138,3 +138,11 @@ def spans(rounds: list[Round]) -> list[dict]:
         add(r.rejected_text, "rejected", r.drafter)
         add(r.target_text, "target", "target")
     return out
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """Index of the first token where a and b differ (a length difference counts)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))

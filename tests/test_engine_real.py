@@ -8,6 +8,7 @@ import pytest
 
 from specchat.drafters.base import Draft, Drafter
 from specchat.loader import open_session
+from specchat.stats import first_difference
 
 pytestmark = pytest.mark.real
 
@@ -38,13 +39,6 @@ def fresh(session, drafter: str, k: int = 4):
 
 def plain_reply(session, prompt=CODE_PROMPT) -> list[int]:
     return fresh(session, "off").reply(prompt).tokens
-
-
-def first_difference(a: list[int], b: list[int]) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def test_draft_equal_to_target_accepts_almost_everything(session):
