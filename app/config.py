@@ -6,8 +6,8 @@ A file that cannot be used never stops the app: `load_settings()` falls back
 to the defaults and reports a clear message naming the line.
 
     pair = "qwen2.5-coder-1.5b"
-    drafter = "ngram"          # off | ngram | draft | hybrid | auto
-    k = 8
+    drafter = "auto"           # off | ngram | draft | hybrid | auto
+    k = 16                     # the most a drafter may propose per round
     temperature = 0.0
     theme = "specchat-dark"
     system_prompt = ""
@@ -33,8 +33,8 @@ from specchat import paths
 @dataclass
 class Settings:
     pair: str | None = None  # None: the catalog's default pair
-    drafter: str = "ngram"
-    k: int = 8
+    drafter: str = "auto"  # picks drafter and length per round; never loses to off by much
+    k: int = 16
     temperature: float = 0.0
     theme: str = "specchat-dark"
     system_prompt: str = ""

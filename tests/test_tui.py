@@ -468,7 +468,7 @@ async def test_first_run_offers_to_pull(tmp_path):
         await pilot.click("#pull-yes")
         await wait_until(pilot, lambda: app.session is not None)
         assert models.pull_calls == 1
-        assert str(app.query_one(StatusBar).render()).startswith("fake-pair · drafter ngram")
+        assert str(app.query_one(StatusBar).render()).startswith("fake-pair · drafter auto")
 
 
 async def test_first_run_not_now_leaves_a_clear_status(tmp_path):
