@@ -83,12 +83,16 @@ def test_a_pair_not_pulled_says_how_to_pull(tmp_path):
 
 
 @pytest.mark.real
-@pytest.mark.parametrize("drafter,k,min_alpha", [("draft", 4, 3.5), ("ngram", 4, 1.8), ("auto", 16, 1.8)])
+@pytest.mark.parametrize("drafter,k,min_alpha", [("draft", 4, 3.5), ("ngram", 4, 1.8), ("auto", 16, None)])
 def test_code_edit_on_the_default_pair(default_pair, drafter, k, min_alpha):
     target, draft = map(str, default_pair)
     out = run_json(CODE_EDIT, "--target", target, "--draft", draft, "--drafter", drafter, "--k", str(k),
                    "--max-tokens", "128", "--check-identical")
     s = out["stats"]
-    assert s["alpha"] >= min_alpha, s
+    # auto's choices follow this machine's measured costs, so its α is not a fixed bar.
+    if min_alpha is not None:
+        assert s["alpha"] >= min_alpha, s
+    else:
+        assert sum(out["auto_choices"].values()) > 0 and set(out["auto_choices"]) <= {"off", "ngram", "draft"}
     assert s["identical"] is True, f"diverged from plain decoding at token {s['first_divergence']}"
     assert "read_rows" in out["text"]
