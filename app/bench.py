@@ -1,9 +1,9 @@
 """`specchat bench`: every drafter against plain decoding, on this machine.
 
-One pair is loaded once. For each suite, each configuration (drafter, k)
-and each prompt, drafting off (A) and the configuration (B) decode the same
-prompt back to back, A B A B …, so drift in the machine's speed hits both
-alike. A bare greedy loop on the driver (no engine) runs the same way, as a
+One pair is loaded once. For each prompt of each suite, drafting off (A)
+decodes once, then every configuration (drafter, k) decodes the same prompt
+(B), so each configuration alternates with off prompt by prompt and drift in
+the machine's speed hits both alike. A bare greedy loop on the driver (no engine) runs the same way, as a
 reference row that shows the engine's own cost. Every run starts from an
 empty KV cache, so each pays the same prefill and decodes at the same
 context; the timings exclude prefill.
@@ -112,7 +112,7 @@ class Plan:
     @property
     def total_runs(self) -> int:
         prompts = sum(len(s.prompts) for s in self.suites)
-        return prompts * self.repeats * len(self.configs) * 2
+        return prompts * self.repeats * (len(self.configs) + 1)
 
     def to_dict(self) -> dict:
         return {
@@ -123,7 +123,7 @@ class Plan:
             "repeats": self.repeats,
             "temp": self.temp,
             "baseline_every": 0,  # no do-nothing arm inside a run: off is measured beside it
-            "order": "per prompt: A = off, then B = the configuration (A B A B …)",
+            "order": "per prompt: A = off, then each configuration in turn as B (A B B … A B B …)",
         }
 
 
@@ -315,23 +315,30 @@ class Bench:
                 progress.update(task, description="n-gram proposal timing")
                 self.ngram = time_ngram_proposals(text)
                 for suite in self.plan.suites:
-                    for drafter, k in self.plan.configs:
-                        self._config(suite, drafter, k, progress, task)
+                    for prompt in suite.prompts:
+                        for repeat in range(self.plan.repeats):
+                            self._cycle(suite, prompt, repeat, progress, task)
         except KeyboardInterrupt:
             self.interrupted = True
         self.wall_s = time.perf_counter() - t0
         self.load_average["end"] = list(os.getloadavg())
 
-    def _config(self, suite: Suite, drafter: str, k: int, progress, task) -> None:
-        for prompt in suite.prompts:
-            for repeat in range(self.plan.repeats):
-                self._pairs += 1
-                for slot, name in (("A", OFF), ("B", drafter)):
-                    label = f"{suite.name} · {drafter}{f' k={k}' if k else ''} · {prompt.id} · {slot} {name}"
-                    progress.update(task, description=label)
-                    self.runs.append(self._decode(suite, prompt, repeat, slot, name, k))
-                    progress.advance(task)
-                self._compare(self.runs[-2], self.runs[-1])
+    def _cycle(self, suite: Suite, prompt: Prompt, repeat: int, progress, task) -> None:
+        """One off run (A), then every configuration (B) on the same prompt:
+        each configuration alternates with off prompt by prompt, and off is
+        decoded once per prompt rather than once per configuration."""
+        self._pairs += 1
+        slots = [("A", OFF, 0)] + [("B", drafter, k) for drafter, k in self.plan.configs]
+        for slot, name, k in slots:
+            label = f"{suite.name} · {prompt.id} · {slot} {name}{f' k={k}' if k else ''}"
+            progress.update(task, description=label)
+            run = self._decode(suite, prompt, repeat, slot, name, k)
+            self.runs.append(run)
+            progress.advance(task)
+            if slot == "A":
+                off = run
+            else:
+                self._compare(off, run)
 
     def _compare(self, a: Run, b: Run) -> None:
         """Greedy output must match the target alone: compare B with its A."""
@@ -484,7 +491,7 @@ def show(report: dict, console: Console) -> None:
     )
     console.print(scorecard.table(report["rows"], title=title))
     console.print(
-        "tok/s: decode only, prefill excluded · off: the off runs decoded alternately with that row (A B A B) · "
+        "tok/s: decode only, prefill excluded · off: the off runs decoded in the same prompt cycles as that row · "
         "same: output identical to off · draft/verify/plain/other: shares of decode time · "
         "reference: a bare greedy loop on the driver, no engine",
         style="dim",

@@ -27,9 +27,10 @@ NOISY = 1.5  # off runs this much apart in tok/s mean the machine was busy
 class Run:
     """One reply decoded during the bench.
 
-    Runs come in pairs: slot "A" is drafting off, slot "B" the configuration
-    under test, decoded right after it on the same prompt (A B A B …), so
-    machine drift hits both alike. `pair` numbers the pair.
+    Runs come in cycles, one per prompt: slot "A" is drafting off, then each
+    configuration under test runs as slot "B" on the same prompt. So every
+    configuration alternates with off (A B A B … in its own order) and
+    machine drift hits both alike. `pair` numbers the cycle.
     """
 
     seq: int  # position in the whole bench's order

@@ -167,7 +167,7 @@ def test_plan_keeps_off_as_the_partner_and_adds_the_reference():
     plan = make_plan("math,chat", "off,ngram,ngram,draft", "2,4", max_tokens=16)
     assert plan.drafters == ["ngram", "draft"]
     assert plan.configs == [("ngram", 2), ("ngram", 4), ("draft", 2), ("draft", 4), ("reference", 0)]
-    assert plan.total_runs == (5 + 5) * 5 * 2
+    assert plan.total_runs == (5 + 5) * (5 + 1)  # per prompt: off once, then each config
     assert plan.to_dict()["drafters"] == ["off", "ngram", "draft"]
 
 
@@ -254,22 +254,23 @@ def test_tiny_bench_report_and_ab_order(tiny_session, tiny_pair, small_measures,
     write_json(b.report({"name": "tiny", "target": file_facts(tiny_pair[0]), "draft": file_facts(tiny_pair[1])}), str(path))
     report = json.loads(path.read_text())
 
-    assert not report["interrupted"] and report["runs_done"] == report["runs_planned"] == 2 * 3 * 2
+    assert not report["interrupted"] and report["runs_done"] == report["runs_planned"] == 2 * (3 + 1)
     assert set(report) >= {"settings", "machine", "pair", "suites", "cost_curve", "ngram_proposal", "rows", "break_even", "runs"}
     assert {"cpu_model", "logical_cores", "threads", "llama_system_info", "load_average"} <= set(report["machine"])
     assert len(report["pair"]["target"]["sha256"]) == 64
 
-    # A B A B: every off run is followed by its configuration on the same prompt.
+    # Per prompt one off run, then every configuration on the same prompt.
     runs = report["runs"]
     assert [r["seq"] for r in runs] == list(range(len(runs)))
-    assert "".join(r["slot"] for r in runs) == "AB" * (len(runs) // 2)
-    for a, b_ in zip(runs[::2], runs[1::2]):
-        assert a["drafter"] == "off" and a["pair"] == b_["pair"] and a["prompt"] == b_["prompt"]
-    assert [(r["drafter"], r["k"]) for r in runs[1::2]] == [("ngram", 2)] * 2 + [("draft", 2)] * 2 + [("reference", 0)] * 2
+    assert "".join(r["slot"] for r in runs) == "ABBB" * 2
+    for cycle in (runs[:4], runs[4:]):
+        assert cycle[0]["drafter"] == "off"
+        assert len({r["pair"] for r in cycle}) == 1 and len({r["prompt"] for r in cycle}) == 1
+        assert [(r["drafter"], r["k"]) for r in cycle[1:]] == [("ngram", 2), ("draft", 2), ("reference", 0)]
 
     rows_ = {r["drafter"]: r for r in report["rows"]}
     assert set(rows_) == {"off", "ngram", "draft", "reference"}
-    assert all(r["order"] == "ABAB" for d, r in rows_.items() if d != "off") and rows_["off"]["order"] == "A" * 6
+    assert all(r["order"] == "ABAB" for d, r in rows_.items() if d != "off") and rows_["off"]["order"] == "A" * 2
     for r in rows_.values():
         assert r["tokens"] > 0 and r["tok_s"] > 0 and r["speedup"] > 0
         assert sum(r["shares"].values()) == pytest.approx(1.0, abs=0.01)
@@ -309,9 +310,9 @@ def test_ctrl_c_keeps_the_partial_results(tiny_session, small_measures, monkeypa
     monkeypatch.setattr(Bench, "_decode", interrupt_third)
     b.run()
     report = b.report()
-    assert report["interrupted"] and report["runs_done"] == 2 and report["runs_planned"] == 8
+    assert report["interrupted"] and report["runs_done"] == 2 and report["runs_planned"] == 6
     assert [r["drafter"] for r in report["rows"]] == ["off", "ngram"]
     out = io.StringIO()
     show(report, Console(file=out, width=200))
-    assert "interrupted: partial results (2 of 8 runs)" in out.getvalue()
+    assert "interrupted: partial results (2 of 6 runs)" in out.getvalue()
     assert "ngram" in out.getvalue()
