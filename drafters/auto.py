@@ -1,8 +1,10 @@
 """Auto: before each round, pick the drafter and draft length that maximise
 expected tokens per second — a plain step (k = 0) included.
 
-Expected tokens come from live per-position acceptance estimates (decayed,
-per drafter; for n-gram also per match length). Costs come from the
+Expected tokens come from live acceptance estimates (decayed): per position
+for the draft model; for n-gram one rate per match length, shared by every
+position, because a copied span goes on agreeing until the copy ends, so
+what short drafts learn also prices long ones. Costs come from the
 engine's measured cost curve and each drafter's measured cost per token.
 So on a CPU where a verify of k+1 positions costs ~k+1 steps, auto drafts
 only on strong evidence; where the curve is flat, it drafts freely.
@@ -18,7 +20,7 @@ from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
 
 EXPLORE_EVERY = 32  # one round in this many judges the options optimistically
-MAX_BUCKET = 12  # n-gram matches this long or longer share one estimate
+MAX_BUCKET = 16  # n-gram matches this long or longer share one estimate
 
 
 class Acceptance:
@@ -49,6 +51,18 @@ class Acceptance:
             self.hits[i] = self.decay * self.hits[i] + (1.0 if i < accepted else 0.0)
 
 
+class CopyRate(Acceptance):
+    """One decayed rate for every position: P(the next drafted token agrees)."""
+
+    def __init__(self, prior: float, weight: float = 4.0, decay: float = 0.9) -> None:
+        super().__init__(prior, weight, decay, size=1)
+
+    def update(self, drafted: int, accepted: int) -> None:
+        judged = min(accepted + 1, drafted)
+        self.trials[0] = self.decay * self.trials[0] + judged
+        self.hits[0] = self.decay * self.hits[0] + accepted
+
+
 class AutoDrafter(Drafter):
     name = "auto"
     needs_costs = True  # the engine calibrates its cost model for us
@@ -62,7 +76,7 @@ class AutoDrafter(Drafter):
     ) -> None:
         super().__init__()
         self.ngram, self.model, self.costs = ngram, model, costs
-        self.ngram_acc = {b: Acceptance(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, MAX_BUCKET + 1)}
+        self.ngram_acc = {b: CopyRate(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, MAX_BUCKET + 1)}
         self.model_acc = Acceptance(prior=0.6)
         self.draft_cost_prior = draft_cost_prior
         self.draft_step: float | None = None  # measured seconds per drafted token

@@ -1,8 +1,10 @@
 """Prompt-lookup drafting: propose what followed the same words last time.
 
 An incremental index maps every n-gram (n_min..n_max) of the conversation to
-where it last occurred and how often. A proposal looks up the context's
-suffix, longest n first, and copies the continuation. It drafts selectively:
+where it occurred lately and how often. A proposal looks up the context's
+suffix, longest n first, and copies the continuation of the sighting whose
+match reaches furthest back (so a reply that copies a code block follows
+the block, not the last place a common n-gram like "    return" appeared). It drafts selectively:
 a short match is weak evidence, so it proposes nothing (the round becomes a
 plain step); a long match, or one seen many times, earns a long draft.
 """
@@ -14,6 +16,7 @@ from typing import Sequence
 from specchat.drafters.base import Draft, Drafter
 
 MAX_EXTEND = 32  # how far back a match is measured beyond n_max
+CANDIDATES = 4  # latest sightings kept per n-gram; the longest match wins
 
 
 class NgramDrafter(Drafter):
@@ -24,8 +27,8 @@ class NgramDrafter(Drafter):
         self.n_min, self.n_max = n_min, n_max
         self.min_match = min_match  # weaker matches draft nothing
         self.tokens: list[int] = []  # what the index covers
-        # n-gram -> (start of its continuation at the last sighting, sightings)
-        self.index: dict[tuple[int, ...], tuple[int, int]] = {}
+        # n-gram -> (continuation starts of its latest sightings, oldest first; sightings)
+        self.index: dict[tuple[int, ...], tuple[list[int], int]] = {}
 
     # --- the index -------------------------------------------------------
 
@@ -51,7 +54,14 @@ class NgramDrafter(Drafter):
                     break
                 key = tuple(toks[end - n : end])
                 seen = index.get(key)
-                index[key] = (end, seen[1] + 1 if seen else 1)
+                if seen is None:
+                    index[key] = ([end], 1)
+                    continue
+                starts, count = seen
+                starts.append(end)
+                if len(starts) > CANDIDATES:
+                    del starts[0]
+                index[key] = (starts, count + 1)
 
     # --- proposing -------------------------------------------------------
 
@@ -71,8 +81,10 @@ class NgramDrafter(Drafter):
             hit = self.index.get(tuple(context[len(context) - n :]))
             if hit is None:
                 continue
-            start, seen = hit
-            return start, self._match_length(context, start, n), seen
+            starts, seen = hit
+            # The longest match; among equals the latest (max keeps the first).
+            match, start = max(((self._match_length(context, s, n), s) for s in reversed(starts)), key=lambda m: m[0])
+            return start, match, seen
         return None
 
     def _match_length(self, context: Sequence[int], start: int, n: int) -> int:

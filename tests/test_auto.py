@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specchat.costmodel import CostModel
-from specchat.drafters.auto import Acceptance, AutoDrafter
+from specchat.drafters.auto import Acceptance, AutoDrafter, CopyRate
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
@@ -132,6 +132,36 @@ def test_acceptance_expected_tokens():
     assert acc.expected_tokens(3) == pytest.approx([1.0, 1.5, 1.75, 1.875])
     acc.update(drafted=3, accepted=1)  # position 0 accepted, 1 rejected, 2 never judged
     assert acc.rate(0) > 0.5 and acc.rate(1) < 0.5 and acc.rate(2) == 0.5
+
+
+def test_a_copy_rate_learned_on_short_drafts_prices_long_ones():
+    rate = CopyRate(prior=0.7)
+    for _ in range(20):  # short n-gram drafts, always right
+        rate.update(drafted=3, accepted=3)
+    assert rate.rate(0) == rate.rate(15) > 0.95  # one rate for every position
+    assert rate.expected_tokens(16)[-1] > 12  # so a 16-token draft now looks worth it
+    before = rate.rate(0)
+    rate.update(drafted=16, accepted=2)  # two agreed, the third did not; the rest were never judged
+    assert rate.rate(0) < before
+
+
+def test_auto_lengthens_n_gram_drafts_while_a_copy_keeps_agreeing():
+    text = list(range(10, 70))
+    copied = 12
+    context = text + [1, 2] + text[:copied]  # copying `text` again has begun: a 12-token match
+    a, _ = auto(CPU)
+    a.begin(context)
+    lengths = []
+    for _ in range(3):
+        draft = a.propose(context, 16)
+        assert draft.source == "ngram" and draft.tokens == text[copied : copied + len(draft.tokens)]
+        lengths.append(len(draft.tokens))
+        a.settle(draft, len(draft.tokens))  # every drafted token agreed
+        new = text[copied : copied + len(draft.tokens) + 1]  # plus the target's own token
+        context += new
+        a.observe(new)
+        copied += len(new)
+    assert 0 < lengths[0] < lengths[1] < lengths[2]  # each success earns a longer draft
 
 
 def test_auto_on_the_engine_keeps_greedy_output():

@@ -5,25 +5,31 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specchat.drafters.ngram import MAX_EXTEND, NgramDrafter
+from specchat.drafters.ngram import CANDIDATES, MAX_EXTEND, NgramDrafter
 
 
 def brute_lookup(tokens: list[int], n_min: int, n_max: int):
-    """Scan everything: the latest earlier occurrence of the longest suffix n-gram."""
+    """Scan everything: of the latest CANDIDATES earlier occurrences of the
+    longest suffix n-gram, the one whose match reaches furthest back (ties:
+    the latest)."""
     size = len(tokens)
     for n in range(min(n_max, size), n_min - 1, -1):
         suffix = tokens[size - n :]
         starts = [j for j in range(n, size) if tokens[j - n : j] == suffix]
         if starts:
-            start, match = max(starts), n
-            while (
-                match < n_max + MAX_EXTEND
-                and start - match - 1 >= 0
-                and size - match - 1 > start - match - 1
-                and tokens[size - match - 1] == tokens[start - match - 1]
-            ):
-                match += 1
-            return start, match, len(starts)
+            best = None
+            for start in reversed(starts[-CANDIDATES:]):
+                match = n
+                while (
+                    match < n_max + MAX_EXTEND
+                    and start - match - 1 >= 0
+                    and size - match - 1 > start - match - 1
+                    and tokens[size - match - 1] == tokens[start - match - 1]
+                ):
+                    match += 1
+                if best is None or match > best[1]:
+                    best = (start, match)
+            return best[0], best[1], len(starts)
     return None
 
 
@@ -58,6 +64,17 @@ def test_a_proposal_copies_the_continuation_and_respects_k(tokens, k):
         start, match, seen = hit
         assert 0 < len(draft.tokens) <= k
         assert draft.tokens == tokens[start : start + len(draft.tokens)]
+
+
+def test_the_sighting_with_the_longest_match_wins():
+    line = [1, 2, 3, 4, 10, 11, 12, 13]
+    # "10 11 12 13" appears twice (→ 50, then → 60); the context copies `line`,
+    # whose first sighting matches 8 tokens back, the later one only 4.
+    tokens = line + [50] + [8, 9, 10, 11, 12, 13] + [60] + [99] + line
+    d = NgramDrafter(n_min=2, n_max=4, min_match=3)
+    d.begin(tokens)
+    assert d.lookup(tokens) == (8, 8, 2)
+    assert d.propose(tokens, 1).tokens == [50]
 
 
 def test_an_edited_conversation_rebuilds_the_index():
