@@ -3,10 +3,10 @@
 One pair is loaded once. For each prompt of each suite, drafting off (A)
 decodes once, then every configuration (drafter, k) decodes the same prompt
 (B), so each configuration alternates with off prompt by prompt and drift in
-the machine's speed hits both alike. A bare greedy loop on the driver (no engine) runs the same way, as a
-reference row that shows the engine's own cost. Every run starts from an
-empty KV cache, so each pays the same prefill and decodes at the same
-context; the timings exclude prefill.
+the machine's speed hits both alike. A bare greedy loop on the driver (no
+engine) runs the same way, as a reference row that shows the engine's own
+cost. The runs of one cycle share the prompt's KV cache (each decodes at the
+same context); the timings exclude prefill.
 
 Besides the runs, bench measures the target's verify cost curve (one decode
 of 1..K+1 positions at a realistic context), turns it into the α each
@@ -34,6 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from specchat import scorecard
 from specchat.chat import ChatSession
+from specchat.engine import prefill
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams, probs, sample
 from specchat.scorecard import OFF, REFERENCE, CostCurve, Run, position_counts
@@ -168,8 +169,7 @@ def peak_rss_mb() -> float:
 def bare_greedy(model, prompt: list[int], max_tokens: int, sampling: SamplingParams) -> tuple[list[int], float, int]:
     """Plain decoding straight on the driver, one token per llama_decode: no
     engine, drafter, rounds or stats. Returns (tokens, decode seconds, steps)."""
-    model.truncate(0)
-    model.eval(prompt[:-1], n_logits=0)
+    prefill(model, prompt)
     rng = np.random.default_rng(sampling.seed)
     out: list[int] = []
     token, steps = prompt[-1], 0
@@ -377,8 +377,7 @@ class Bench:
 
     def _engine_turn(self, prompt: Prompt, tokens: list[int], drafter: str, k: int):
         s = self.session
-        s.clear()
-        s.target.truncate(0)  # every run pays the same prefill and decodes at the same context
+        s.clear()  # the target keeps the prompt's KV from the cycle's previous run
         s.set_k(k)
         # Set directly, not with set_drafter: a switch would call begin() inside the timed loop.
         s.engine.drafter = s.drafters.get(drafter)
@@ -390,9 +389,7 @@ class Bench:
         """Feed the prompt to the draft model before the turn, as the engine
         prefills the target: otherwise the draft model's prefill would land
         in the first round's draft time."""
-        model = self.session.drafters.get("draft").model
-        model.truncate(0)
-        model.eval(tokens, n_logits=1)
+        self.session.drafters.get("draft").begin(tokens)
 
     def _prompt_tokens(self, prompt: Prompt) -> list[int]:
         """The prompt exactly as ChatSession will build it for a fresh chat."""

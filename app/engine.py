@@ -20,7 +20,7 @@ import numpy as np
 from specchat.costmodel import CostModel
 from specchat.drafters.base import Draft, Drafter
 from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
-from specchat.stats import Round, TurnStats, summarize
+from specchat.stats import Round, TurnStats, common_prefix, summarize
 
 MIN_ARM_STEPS = 3  # at least this many baseline steps in a long enough turn
 
@@ -92,17 +92,9 @@ class Engine:
         """Make the target's KV hold prompt[:-1], reusing the common prefix.
         The last prompt token stays pending: the first round evaluates it.
         Returns (tokens evaluated, seconds)."""
-        cached = self.target.tokens
-        keep = 0
-        limit = min(len(cached), len(prompt) - 1)
-        while keep < limit and cached[keep] == prompt[keep]:
-            keep += 1
-        self.target.truncate(keep)
-        todo = list(prompt[keep:-1])
         t0 = time.perf_counter()
-        if todo:
-            self.target.eval(todo, n_logits=0)
-        return len(todo), time.perf_counter() - t0
+        n = prefill(self.target, prompt)
+        return n, time.perf_counter() - t0
 
     # --- one turn ---------------------------------------------------------------
 
@@ -214,6 +206,17 @@ class Engine:
         j = len(draft.tokens)  # full accept: the bonus token
         t = self.target.argmax(j) if sp.greedy else sample(probs(self.target.logits(j), sp), self.rng)
         return accepted, t, self.target.is_eog(t)
+
+
+def prefill(model, prompt: Sequence[int]) -> int:
+    """Make model's KV hold prompt[:-1], keeping what it already shares with
+    it. Returns how many tokens were evaluated."""
+    keep = common_prefix(model.tokens, prompt[:-1])
+    model.truncate(keep)
+    todo = list(prompt[keep:-1])
+    if todo:
+        model.eval(todo, n_logits=0)
+    return len(todo)
 
 
 class _PieceDecoder:

@@ -4,6 +4,7 @@ TurnStats summed from them. Pure data and arithmetic, no model."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Sequence
 
 
 @dataclass
@@ -138,6 +139,13 @@ def spans(rounds: list[Round]) -> list[dict]:
         add(r.rejected_text, "rejected", r.drafter)
         add(r.target_text, "target", "target")
     return out
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens a and b share."""
+    n = min(len(a), len(b))
+    first = first_difference(list(a[:n]), list(b[:n]))
+    return n if first is None else first
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from specchat.drafters.base import Draft, Drafter
 from specchat.sampling import SamplingParams, probs, sample
+from specchat.stats import common_prefix
 
 
 class DraftModelDrafter(Drafter):
@@ -67,11 +68,7 @@ class DraftModelDrafter(Drafter):
 
     def _sync(self, m, context: Sequence[int]) -> None:
         """Make the draft KV hold exactly `context`, with logits for its last position."""
-        cached = m.tokens
-        keep = 0
-        limit = min(len(cached), len(context) - 1)  # always re-feed the last token for fresh logits
-        while keep < limit and cached[keep] == context[keep]:
-            keep += 1
+        keep = common_prefix(m.tokens, context[:-1])  # always re-feed the last token for fresh logits
         m.truncate(keep)
         m.eval(list(context[keep:]), n_logits=1)
 
