@@ -75,9 +75,13 @@ async def run_ui(session, prompt: str, n: int) -> list[dict]:
                 app.query_one(PromptInput).text = prompt
                 cpu0 = time.thread_time()  # this coroutine runs on the UI thread
                 await pilot.press("enter")
-                # Plain sleeps: Pilot's own polling would cost the UI thread ~10% CPU.
-                while not app.query(AssistantMessage) or app.query(AssistantMessage).last().stats is None:
+                # Plain sleeps on one attribute: Pilot's own polling, or a DOM
+                # query every few ms, would cost the UI thread CPU the app never spends.
+                while not app.query(AssistantMessage):
                     await asyncio.sleep(0.05)
+                reply = app.query(AssistantMessage).last()
+                while reply.stats is None:
+                    await asyncio.sleep(0.25)
                 ui_cpu = time.thread_time() - cpu0
                 s = app.query(AssistantMessage).last().stats
                 out.append({"tokens": s["tokens"], "rounds": s["verify_rounds"] + s["plain_steps"],

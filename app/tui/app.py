@@ -43,7 +43,10 @@ from specchat.tui.widgets import (
 
 BATCH_SECONDS = 0.04  # rounds reach the UI at most this often...
 MAX_BATCH_SECONDS = 0.4  # ...and at least this often
-UI_SHARE = 0.05  # the UI thread may use this share of one core while decoding
+# The UI thread may use this share of one core while decoding. Where decoding
+# uses every core (llama.cpp on a CPU), each ms the UI takes stalls a decode
+# for about a ms, so this share is about what the UI costs decode speed.
+UI_SHARE = 0.02
 STATUS_SECONDS = 0.5  # the status bar's live tok/s changes at most this often
 
 

@@ -156,14 +156,33 @@ def _boundary(text: str, size: int) -> int:
     return -1
 
 
+RESERVE_LINES = 6  # a streaming chunk grows in steps of this many lines
+
+
 class ReplyChunk(Static):
     """A piece of the colour-coded reply. Only the last chunk changes while
-    streaming, so each update re-wraps a few lines, not the whole reply."""
+    streaming, so each update re-wraps a few lines, not the whole reply.
 
-    def show(self, content: Content) -> None:
+    A change of height costs a relayout of the screen (~20 ms here, more than
+    the rest of an update), so the live chunk reserves RESERVE_LINES ahead:
+    most updates only repaint, and the screen relayouts once per step."""
+
+    reserved = 0  # lines held while streaming
+
+    def show(self, content: Content, live: bool = True) -> None:
         width = self.content_size.width
-        same_height = width > 0 and content.get_height(self.styles, width) == self.content_size.height
-        self.update(content, layout=not same_height)  # skip the screen's relayout when we can
+        if not live or width <= 0:
+            if self.reserved:
+                self.reserved, self.styles.min_height = 0, None
+            self.update(content)
+            return
+        height = content.get_height(self.styles, width)
+        if height <= self.reserved:
+            self.update(content, layout=False)
+            return
+        self.reserved = height + RESERVE_LINES
+        self.styles.min_height = self.reserved
+        self.update(content)
 
 
 class ReplyBody(Vertical):
@@ -218,13 +237,14 @@ class AssistantMessage(Vertical):
         body = self.query_one(ReplyBody)
         widgets = list(body.query(ReplyChunk))
         if len(self.chunks) > len(widgets):
-            widgets[-1].show(spans_content(self.chunks[len(widgets) - 1], self.show_rejected))
+            widgets[-1].show(spans_content(self.chunks[len(widgets) - 1], self.show_rejected), live=False)
             body.mount_all(ReplyChunk(spans_content(c, self.show_rejected)) for c in self.chunks[len(widgets):])
         else:
             widgets[-1].show(self._live)
 
     def end(self, stats: dict, finish: str) -> None:
         self.stats, self.finish = stats, finish
+        self.query(ReplyChunk).last().show(self._live, live=False)  # give back the reserved lines
         self.remove_class("-streaming")
         self.set_class(finish == "cancelled", "-cancelled")
         self.query_one(StatsLine).update(stats_content(stats, finish))
