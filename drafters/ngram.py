@@ -3,10 +3,12 @@
 An incremental index maps every n-gram (n_min..n_max) of the conversation to
 where it occurred lately and how often. A proposal looks up the context's
 suffix, longest n first, and copies the continuation of the sighting whose
-match reaches furthest back (so a reply that copies a code block follows
-the block, not the last place a common n-gram like "    return" appeared). It drafts selectively:
-a short match is weak evidence, so it proposes nothing (the round becomes a
-plain step); a long match, or one seen many times, earns a long draft.
+match reaches furthest back (so a reply that copies a code block follows the
+block, not the last place a common n-gram like "    return" appeared).
+
+It drafts selectively: a short match is weak evidence, so it proposes
+nothing (the round becomes a plain step); a long match, or one seen many
+times, earns a long draft.
 """
 
 from __future__ import annotations
