@@ -100,6 +100,8 @@ class Model:
         self.n_ctx = C.llama_n_ctx(self.ctx)
         self.n_batch = C.llama_n_batch(self.ctx)
         self.n_threads = threads
+        # Decoding keeps every core busy: llama.cpp runs on the CPU with a thread per core.
+        self.cpu_bound = not (C.llama_supports_gpu_offload() and n_gpu_layers != 0) and threads >= physical_cores()
         self.mem = C.llama_get_memory(self.ctx)
         self.batch = C.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []  # what the KV cache holds, in order

@@ -122,22 +122,31 @@ def per_position_acceptance(rounds: list[Round]) -> list[float]:
     return shares
 
 
+def round_spans(r: Round, mode: str = "") -> list[dict]:
+    """One round as coloured spans: accepted drafts, rejected drafts, then the
+    target's token. `mode` is the drafter that ran it: in hybrid mode the
+    source reads hybrid:ngram / hybrid:draft."""
+    source = f"hybrid:{r.drafter}" if mode == "hybrid" else r.drafter
+    parts = ((r.accepted_text, "accepted", source), (r.rejected_text, "rejected", source),
+             (r.target_text, "target", "target"))
+    return [{"text": text, "kind": kind, "drafter": who} for text, kind, who in parts if text]
+
+
+def merge_spans(spans: list[dict], new: list[dict]) -> None:
+    """Append `new` to `spans`, joining neighbours of the same kind and source."""
+    for s in new:
+        last = spans[-1] if spans else None
+        if last and last["kind"] == s["kind"] and last["drafter"] == s["drafter"]:
+            last["text"] += s["text"]
+        else:
+            spans.append(dict(s))
+
+
 def spans(rounds: list[Round]) -> list[dict]:
     """The reply as coloured spans: accepted | rejected | target, with who drafted."""
     out: list[dict] = []
-
-    def add(text: str, kind: str, drafter: str) -> None:
-        if not text:
-            return
-        if out and out[-1]["kind"] == kind and out[-1]["drafter"] == drafter:
-            out[-1]["text"] += text
-        else:
-            out.append({"text": text, "kind": kind, "drafter": drafter})
-
     for r in rounds:
-        add(r.accepted_text, "accepted", r.drafter)
-        add(r.rejected_text, "rejected", r.drafter)
-        add(r.target_text, "target", "target")
+        merge_spans(out, round_spans(r))
     return out
 
 

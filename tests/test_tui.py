@@ -294,7 +294,69 @@ async def test_live_tok_s_while_generating(tmp_path):
         assert "tok/s" not in str(app.query_one(StatusBar).render())
 
 
+async def test_streaming_chunk_reserves_lines_and_gives_them_back(tmp_path):
+    from specchat.tui.widgets import RESERVE_LINES
+
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=400), drafter="ngram")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.query_one(PromptInput).text = "hello"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.query(ReplyChunk) and app.query(ReplyChunk).last().reserved > 0, 30)
+        live = app.query(ReplyChunk).last()
+        # While streaming, the live chunk holds lines ahead of its text...
+        assert live.styles.min_height.value == live.reserved <= live.size.height
+        await wait_until(pilot, lambda: not app.generating)
+        await pilot.pause()
+        # ...and once the reply ends every chunk is exactly as tall as its text.
+        for chunk in app.query(ReplyChunk):
+            assert chunk.reserved == 0 and chunk.styles.min_height is None
+        last, reply = app.query(ReplyChunk).last(), app.query(AssistantMessage).last()
+        assert last.size.height == reply._live.get_height(last.styles, last.content_size.width)  # no blank lines left
+        assert RESERVE_LINES > 1
+
+
+def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
+    from specchat.tui import app as app_mod
+
+    app = make_app(tmp_path)
+    clock = {"wall": 100.0, "cpu": 5.0}
+    monkeypatch.setattr(app_mod.time, "perf_counter", lambda: clock["wall"])
+    monkeypatch.setattr(app_mod.time, "thread_time", lambda: clock["cpu"])
+
+    def batches(share: float, n: int = 12) -> float:
+        app.ui_share, app._pace_mark, app.batch_seconds = share, (0.0, 0.0), app_mod.BATCH_SECONDS
+        for _ in range(n):  # each batch costs the UI 6 ms of CPU
+            app._pace()
+            clock["wall"] += app.batch_seconds
+            clock["cpu"] += 0.006
+        return app.batch_seconds
+
+    # A CPU-bound decode: 6 ms per batch within 1.5% of a core means a batch every 0.4 s.
+    assert batches(app_mod.UI_SHARE_CPU_BOUND) == pytest.approx(0.006 / 0.015, rel=0.01)
+    # Spare cores: within 10% of a core, every 60 ms.
+    assert batches(app_mod.UI_SHARE) == pytest.approx(0.006 / 0.10, rel=0.01)
+    app.ui_share = app_mod.UI_SHARE_CPU_BOUND
+    clock["cpu"] += 1.0  # a very slow render: batches come at the longest spacing allowed
+    app._pace()
+    assert app.batch_seconds == app_mod.MAX_BATCH_SECONDS
+
+
 # --- drafters, cancel, regenerate, edit ---------------------------------------------------------
+
+
+async def test_status_bar_shows_what_auto_picks_while_generating(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=2000), drafter="auto")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot)
+        app.query_one(PromptInput).text = "hello"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.auto_choice != "")
+        status = str(app.query_one(StatusBar).render())
+        assert re.search(r"drafter auto → (off|ngram k=\d+|draft k=\d+) · ", status), status
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.generating)
+        assert "→" not in str(app.query_one(StatusBar).render())
 
 
 async def test_cycle_drafter_mid_reply(tmp_path):

@@ -27,7 +27,7 @@ from specchat.drafters import NAMES as DRAFTERS
 from specchat.errors import SpecchatError
 from specchat.history import History
 from specchat.history import Message as Stored
-from specchat.stats import Round
+from specchat.stats import Round, round_spans
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
 from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker, PullScreen
 from specchat.tui.widgets import (
@@ -38,15 +38,15 @@ from specchat.tui.widgets import (
     StatusBar,
     UserMessage,
     last_code_block,
-    round_spans,
 )
 
 BATCH_SECONDS = 0.04  # rounds reach the UI at most this often...
-MAX_BATCH_SECONDS = 0.4  # ...and at least this often
+MAX_BATCH_SECONDS = 0.75  # ...and at least this often
 # The UI thread may use this share of one core while decoding. Where decoding
-# uses every core (llama.cpp on a CPU), each ms the UI takes stalls a decode
-# for about a ms, so this share is about what the UI costs decode speed.
-UI_SHARE = 0.02
+# keeps every core busy (llama.cpp on a CPU), each ms the UI takes can stall
+# a decode; elsewhere (a GPU, spare cores) the UI may stream more smoothly.
+UI_SHARE_CPU_BOUND = 0.015
+UI_SHARE = 0.10
 STATUS_SECONDS = 0.5  # the status bar's live tok/s changes at most this often
 
 
@@ -88,6 +88,7 @@ class RoundsReady(Message):
     reply: AssistantMessage
     spans: list[dict]
     live_tok_s: float
+    choice: str = ""  # auto's latest decision, e.g. "ngram k=6"
 
 
 @dataclass
@@ -134,7 +135,8 @@ class RoundFeed:
         now = now or time.perf_counter()
         if self.pending:
             tok_s = self.tokens / (now - self.t0) if now > self.t0 else 0.0
-            self.app.post_message(RoundsReady(self.reply, self.pending, tok_s))
+            choice = getattr(self.session.engine.drafter, "choice", "")  # only auto decides
+            self.app.post_message(RoundsReady(self.reply, self.pending, tok_s, choice))
             self.pending = []
         self.last = now
 
@@ -197,11 +199,13 @@ class SpecchatApp(App):
         self.show_rejected = True
         self.editing = False
         self.live_tok_s: float | None = None
+        self.auto_choice = ""  # what auto picked for the latest rounds, while generating
         self.drafter = self.start_drafter  # the chosen drafter (the engine takes it at its next round)
         self._theme_ready = False
         self._status_time = 0.0
         self.batch_seconds = BATCH_SECONDS  # adapted to what rendering costs (see _pace)
         self._pace_mark = (0.0, 0.0)
+        self.ui_share = UI_SHARE
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(SPEC_DEFAULTS)
@@ -285,6 +289,7 @@ class SpecchatApp(App):
             return
         old, self.session = self.session, msg.session
         self.drafter = msg.session.drafter_name
+        self.ui_share = UI_SHARE_CPU_BOUND if getattr(msg.session.target, "cpu_bound", False) else UI_SHARE
         if old is not None:
             msg.session.messages[:] = list(old.messages)  # keep the conversation
             old.close()
@@ -303,7 +308,7 @@ class SpecchatApp(App):
             bar.status = Status(note=old_note)
             return
         bar.status = Status(s.pair, self.drafter, s.k, s.engine.sampling.temp, s.context_used, s.n_ctx,
-                            self.live_tok_s, old_note)
+                            self.live_tok_s, old_note, choice=self.auto_choice)
 
     # --- sending and streaming -----------------------------------------------------------
 
@@ -357,7 +362,7 @@ class SpecchatApp(App):
         self.post_message(ReplyDone(reply, turn, feed.drafters or [session.drafter_name]))
 
     def _pace(self) -> None:
-        """Keep the UI thread's CPU near UI_SHARE of a core: rendering competes
+        """Keep the UI thread's CPU near its share of a core: rendering competes
         with decoding for cores (and the GIL), so a slow render means fewer,
         bigger batches, never a slower decode."""
         wall, cpu = time.perf_counter(), time.thread_time()
@@ -366,8 +371,8 @@ class SpecchatApp(App):
         if not last_wall or wall - last_wall > 2.0:
             return
         # The UI's CPU since the last batch is about what one batch costs to
-        # show; space batches so that cost stays within UI_SHARE.
-        needed = (cpu - last_cpu) / UI_SHARE
+        # show; space batches so that cost stays within the share.
+        needed = (cpu - last_cpu) / self.ui_share
         smoothed = (self.batch_seconds + needed) / 2
         self.batch_seconds = max(BATCH_SECONDS, min(MAX_BATCH_SECONDS, smoothed))
 
@@ -378,7 +383,7 @@ class SpecchatApp(App):
         now = time.perf_counter()
         if now - self._status_time >= STATUS_SECONDS:  # the live tok/s needs no 25 fps
             self._status_time = now
-            self.live_tok_s = msg.live_tok_s
+            self.live_tok_s, self.auto_choice = msg.live_tok_s, msg.choice
             self._set_status()
         chat = self.query_one("#chat", VerticalScroll)
         if chat.max_scroll_y - chat.scroll_y < 3:
@@ -408,7 +413,7 @@ class SpecchatApp(App):
     def _finish_generation(self) -> None:
         self.generating = False
         self.query_one(PromptInput).cursor_blink = True
-        self.live_tok_s = None
+        self.live_tok_s, self.auto_choice = None, ""
         self._set_status()
         self._refresh_panel()
         self.query_one("#chat", VerticalScroll).scroll_end(animate=False)

@@ -18,33 +18,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Markdown, Sparkline, Static, TextArea
 
-from specchat.stats import Round
+from specchat.stats import merge_spans
 
 # --- spans --------------------------------------------------------------------
-
-
-def round_spans(r: Round, mode: str) -> list[dict]:
-    """The spans of one round. `mode` is the drafter that ran it: in hybrid
-    mode the source is recorded as hybrid:ngram / hybrid:draft."""
-    source = f"hybrid:{r.drafter}" if mode == "hybrid" else r.drafter
-    out = []
-    if r.accepted_text:
-        out.append({"text": r.accepted_text, "kind": "accepted", "drafter": source})
-    if r.rejected_text:
-        out.append({"text": r.rejected_text, "kind": "rejected", "drafter": source})
-    if r.target_text:
-        out.append({"text": r.target_text, "kind": "target", "drafter": "target"})
-    return out
-
-
-def merge_spans(spans: list[dict], new: list[dict]) -> None:
-    """Append `new` to `spans`, joining neighbours of the same kind and source."""
-    for s in new:
-        last = spans[-1] if spans else None
-        if last and last["kind"] == s["kind"] and last["drafter"] == s["drafter"]:
-            last["text"] += s["text"]
-        else:
-            spans.append(dict(s))
 
 
 def span_style(kind: str, drafter: str) -> str:
@@ -234,20 +210,29 @@ class AssistantMessage(Vertical):
                     self._live = self._live.append_text(s["text"], span_style(s["kind"], s["drafter"]))
         else:
             self._live = spans_content(self.chunks[-1], self.show_rejected)
+        self._show()
+
+    def end(self, stats: dict, finish: str) -> None:
+        self.stats, self.finish = stats, finish
+        self.remove_class("-streaming")
+        self.set_class(finish == "cancelled", "-cancelled")
+        self._show()
+
+    def _show(self) -> None:
+        """Bring the widgets up to date with the chunks (and the stats, once ended)."""
+        if not self.query(StatsLine):  # mounted, but the children are not there yet
+            self.call_after_refresh(self._show)
+            return
         body = self.query_one(ReplyBody)
         widgets = list(body.query(ReplyChunk))
+        live = self.stats is None
         if len(self.chunks) > len(widgets):
             widgets[-1].show(spans_content(self.chunks[len(widgets) - 1], self.show_rejected), live=False)
             body.mount_all(ReplyChunk(spans_content(c, self.show_rejected)) for c in self.chunks[len(widgets):])
         else:
-            widgets[-1].show(self._live)
-
-    def end(self, stats: dict, finish: str) -> None:
-        self.stats, self.finish = stats, finish
-        self.query(ReplyChunk).last().show(self._live, live=False)  # give back the reserved lines
-        self.remove_class("-streaming")
-        self.set_class(finish == "cancelled", "-cancelled")
-        self.query_one(StatsLine).update(stats_content(stats, finish))
+            widgets[-1].show(self._live, live)  # an ended reply gives back its reserved lines
+        if not live:
+            self.query_one(StatsLine).update(stats_content(self.stats, self.finish))
 
     def set_show_rejected(self, show: bool) -> None:
         self.show_rejected = show
@@ -278,6 +263,7 @@ class Status:
     n_ctx: int = 0
     live_tok_s: float | None = None  # while generating
     note: str = ""  # loading…, no model, …
+    choice: str = ""  # auto's latest decision while generating, e.g. "ngram k=6"
 
 
 class StatusBar(Static):
@@ -289,7 +275,7 @@ class StatusBar(Static):
             return Content(s.note or "no model loaded")
         parts = [
             Content.styled(s.pair, "bold"),
-            Content.assemble("drafter ", (s.drafter, "bold $accent")),
+            Content.assemble("drafter ", (s.drafter, "bold $accent"), (f" → {s.choice}" if s.choice else "", "$accent")),
             Content(f"k {s.k}"),
             Content(f"temp {s.temp:g}"),
             Content(f"ctx {s.used}/{s.n_ctx}"),
