@@ -4,6 +4,8 @@ Textual: layout and rendering run, only the terminal write is skipped).
 
     python tests/tui_overhead.py                      # the fake model, 20 ms per step
     python tests/tui_overhead.py --pair smollm2-135m  # a real pulled pair
+    ... --mode unfed    # the app runs, but no round is ever sent to it
+    ... --mode thread   # no app: the reply decodes on a fresh thread
 
 Greedy decoding makes both runs produce the same tokens, so decode time per
 round compares like with like. Prints per-round overhead and the tok/s ratio.
@@ -16,6 +18,7 @@ import asyncio
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -89,6 +92,15 @@ async def run_ui(session, prompt: str, n: int) -> list[dict]:
     return out
 
 
+def run_on_a_thread(session, prompt: str) -> list[dict]:
+    """One plain reply decoded on a fresh thread, as the app's worker does."""
+    out: list[dict] = []
+    t = threading.Thread(target=lambda: out.extend(run_plain(session, prompt, 1)))
+    t.start()
+    t.join()
+    return out
+
+
 def summary(name: str, runs: list[dict]) -> tuple[float, float]:
     per_round = statistics.median(r["t"] / r["rounds"] for r in runs)
     tok_s = statistics.median(r["tokens"] / r["t"] for r in runs)
@@ -106,7 +118,15 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--replies", type=int, default=5)
     ap.add_argument("--prompt", default="Write a Python function that reverses a list, then explain it.")
+    ap.add_argument("--mode", choices=["ui", "unfed", "thread"], default="ui",
+                    help="ui: the app as it is; unfed: the app runs but is never sent a round; "
+                         "thread: no app, the reply decodes on a fresh thread")
     args = ap.parse_args()
+    if args.mode == "unfed":
+        from specchat.tui.app import RoundFeed
+
+        RoundFeed.__call__ = lambda self, r: None
+        RoundFeed.flush = lambda self, now=None: None
     factory = (real_factory(args.pair, args.drafter, args.k, args.max_tokens) if args.pair
                else fake_factory(args.step, args.drafter, args.k, args.max_tokens))
     session = factory()  # one session for both, so both decode on the same warm model
@@ -114,15 +134,15 @@ def main() -> int:
     plain, ui = [], []
     for _ in range(args.replies):  # interleaved, so drifting machine load hits both alike
         plain += run_plain(session, args.prompt, 1)
-        ui += asyncio.run(run_ui(session, args.prompt, 1))
+        ui += run_on_a_thread(session, args.prompt) if args.mode == "thread" else asyncio.run(run_ui(session, args.prompt, 1))
     session.close()
     if [r["tokens"] for r in plain] != [r["tokens"] for r in ui]:
         print("note: token counts differ between runs", [r["tokens"] for r in plain], [r["tokens"] for r in ui])
     p_round, p_tok_s = summary("no UI", plain)
-    u_round, u_tok_s = summary("UI", ui)
-    ui_cpu = statistics.median(r["ui_cpu"] / r["t"] for r in ui)
+    u_round, u_tok_s = summary(args.mode, ui)
+    ui_cpu = statistics.median(r.get("ui_cpu", 0.0) / r["t"] for r in ui)
     print(f"UI thread CPU: {ui_cpu * 100:.1f}% of one core while decoding "
-          f"({statistics.median(r['ui_cpu'] / r['rounds'] for r in ui) * 1000:.2f} ms per round)")
+          f"({statistics.median(r.get('ui_cpu', 0.0) / r['rounds'] for r in ui) * 1000:.2f} ms per round)")
     print(f"UI overhead: {(u_round - p_round) * 1000:+.2f} ms per round; "
           f"decode speed {u_tok_s / p_tok_s * 100:.1f}% of no-UI ({(1 - u_tok_s / p_tok_s) * 100:+.1f}% cost)")
     return 0
