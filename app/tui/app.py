@@ -128,8 +128,10 @@ class RoundFeed:
         self.pending += round_spans(r, mode)
         self.tokens += len(r.committed)
         now = time.perf_counter()
-        if self.tokens == len(r.committed):  # the first round: the live tok/s counts from its start,
-            self.t0 = now - r.t_draft - r.t_verify  # not from before prefill and calibration
+        if self.tokens == len(r.committed):
+            # The first round: the live tok/s counts from its start, not from
+            # before prefill and auto's calibration.
+            self.t0 = now - r.t_draft - r.t_verify
         if now - self.last >= self.app.batch_seconds:
             self.flush(now)
 
