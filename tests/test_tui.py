@@ -132,6 +132,13 @@ async def send(pilot, text: str) -> AssistantMessage:
     return app.query(AssistantMessage).last()
 
 
+async def start_reply(pilot, text: str = "hello") -> None:
+    """Once the app is ready, send a message and return while it streams."""
+    await ready(pilot)
+    pilot.app.query_one(PromptInput).text = text
+    await pilot.press("enter")
+
+
 def segments(widget) -> list[tuple[str, Style]]:
     """The widget's rendered text as (text, style) runs, as the terminal gets
     them. A reply body is a column of chunks: their runs, in order."""
@@ -284,9 +291,7 @@ async def test_status_bar_and_k_keys(tmp_path):
 async def test_live_tok_s_while_generating(tmp_path):
     app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=2000), drafter="ngram")
     async with app.run_test(size=(120, 40)) as pilot:
-        await ready(pilot)
-        app.query_one(PromptInput).text = "hello"
-        await pilot.press("enter")
+        await start_reply(pilot)
         await wait_until(pilot, lambda: (app.live_tok_s or 0) > 0)
         assert re.search(r" · \d+\.\d tok/s$", str(app.query_one(StatusBar).render()))
         await pilot.press("escape")
@@ -295,13 +300,9 @@ async def test_live_tok_s_while_generating(tmp_path):
 
 
 async def test_streaming_chunk_reserves_lines_and_gives_them_back(tmp_path):
-    from specchat.tui.widgets import RESERVE_LINES
-
     app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=400), drafter="ngram")
     async with app.run_test(size=(120, 40)) as pilot:
-        await ready(pilot)
-        app.query_one(PromptInput).text = "hello"
-        await pilot.press("enter")
+        await start_reply(pilot)
         await wait_until(pilot, lambda: app.query(ReplyChunk) and app.query(ReplyChunk).last().reserved > 0, 30)
         live = app.query(ReplyChunk).last()
         # While streaming, the live chunk holds lines ahead of its text...
@@ -313,7 +314,6 @@ async def test_streaming_chunk_reserves_lines_and_gives_them_back(tmp_path):
             assert chunk.reserved == 0 and chunk.styles.min_height is None
         last, reply = app.query(ReplyChunk).last(), app.query(AssistantMessage).last()
         assert last.size.height == reply._live.get_height(last.styles, last.content_size.width)  # no blank lines left
-        assert RESERVE_LINES > 1
 
 
 def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
@@ -348,9 +348,7 @@ def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
 async def test_status_bar_shows_what_auto_picks_while_generating(tmp_path):
     app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=2000), drafter="auto")
     async with app.run_test(size=(160, 40)) as pilot:
-        await ready(pilot)
-        app.query_one(PromptInput).text = "hello"
-        await pilot.press("enter")
+        await start_reply(pilot)
         await wait_until(pilot, lambda: app.auto_choice != "")
         status = str(app.query_one(StatusBar).render())
         assert re.search(r"drafter auto → (off|ngram k=\d+|draft k=\d+) · ", status), status
@@ -363,9 +361,7 @@ async def test_cycle_drafter_mid_reply(tmp_path):
     models = FakeModels(step_seconds=0.02, max_tokens=2000)
     app = make_app(tmp_path, models=models, drafter="off", k=4)
     async with app.run_test(size=(120, 40)) as pilot:
-        await ready(pilot)
-        app.query_one(PromptInput).text = "hello"
-        await pilot.press("enter")
+        await start_reply(pilot)
         await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
         reply = app.query(AssistantMessage).last()
         await pilot.press("ctrl+d")  # off -> ngram, from the next round
@@ -408,9 +404,7 @@ async def test_cycle_order_and_skips_without_draft_model(tmp_path):
 async def test_escape_cancels_and_keeps_partial_reply(tmp_path):
     app = make_app(tmp_path, models=FakeModels(step_seconds=0.03, max_tokens=400), drafter="ngram")
     async with app.run_test(size=(120, 40)) as pilot:
-        await ready(pilot)
-        app.query_one(PromptInput).text = "hello"
-        await pilot.press("enter")
+        await start_reply(pilot)
         await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
         await pilot.press("escape")
         await wait_until(pilot, lambda: not app.generating)
