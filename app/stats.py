@@ -152,12 +152,11 @@ def spans(rounds: list[Round]) -> list[dict]:
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading tokens a and b share."""
-    n = min(len(a), len(b))
-    first = first_difference(list(a[:n]), list(b[:n]))
-    return n if first is None else first
+    first = first_difference(a, b)
+    return len(a) if first is None else first  # None: equal, so all of a
 
 
-def first_difference(a: list[int], b: list[int]) -> int | None:
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     """Index of the first token where a and b differ (a length difference counts)."""
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
