@@ -480,7 +480,7 @@ class SpecchatApp(App):
 
     def _draft_model_cold(self) -> bool:
         try:
-            return getattr(self.session.drafters.get("draft"), "_model", None) is None
+            return not self.session.drafters.get("draft").loaded
         except SpecchatError:
             return False
 
