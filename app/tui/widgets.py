@@ -101,8 +101,9 @@ CHUNK_CHARS = 240  # a reply is shown in chunks of about this size, split at new
 def chunk_spans(chunks: list[list[dict]], new: list[dict]) -> None:
     """Add spans to the view's chunks. Once the last chunk holds CHUNK_CHARS,
     a newline starts a new chunk; past twice that, so does a sentence end
-    (". "), and past eight times, any space (text without sentence ends). The separator between two chunks is the
-    widget boundary, so it is dropped from the view (never from the data)."""
+    (". "), and past eight times, any space (text without sentence ends).
+    The separator between two chunks is the widget boundary, so it is dropped
+    from the view (never from the data)."""
     for s in new:
         text = s["text"]
         while s["kind"] != "rejected":
@@ -181,7 +182,7 @@ class AssistantMessage(Vertical):
         self.finish = finish
         self.show_rejected = show_rejected
         self.markdown_view = False
-        merge_spans(self.spans, [dict(s) for s in spans or []])
+        merge_spans(self.spans, spans or [])  # merge_spans copies what it keeps
         chunk_spans(self.chunks, self.spans)
         self._live = spans_content(self.chunks[-1], show_rejected)  # the last chunk, grown by appending
 
@@ -201,7 +202,7 @@ class AssistantMessage(Vertical):
 
     def add_spans(self, new: list[dict]) -> None:
         """Append streamed spans. The last chunk's Content grows by appending."""
-        merge_spans(self.spans, [dict(s) for s in new])
+        merge_spans(self.spans, new)
         n_before = len(self.chunks)
         chunk_spans(self.chunks, new)
         if len(self.chunks) == n_before:
