@@ -399,6 +399,9 @@ async def test_cycle_order_and_skips_without_draft_model(tmp_path):
             seen.append(app.drafter)
         assert seen[:3] == ["ngram", "draft", "hybrid"]
         assert seen == list(NAMES[1:]) + ["off"]  # auto, when the registry has it, comes last
+        # The draft model was never used, so switching to it says it loads on first use.
+        messages = [n.message for n in app._notifications]
+        assert "drafter: draft; the draft model loads on its first use" in messages
 
 
 async def test_escape_cancels_and_keeps_partial_reply(tmp_path):
