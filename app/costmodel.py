@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 
 # Every size up to 8, then the usual draft lengths: CPU kernels change at
-# batch sizes like 8 and 16, and the curve bends there (on the 2-core CPU a
-# batch of 8 costs 6.7 steps, of 7 only 4.8, of 16 only 9.5), which
-# interpolating between far-apart sizes would miss.
+# batch sizes like 8 and 16, and the curve bends there (docs/bench-default-pair.txt,
+# the 2-core CPU: 7 positions cost 4.96 steps, 8 cost 6.86, 16 only 9.13),
+# which interpolating between far-apart sizes would miss.
 CALIBRATION_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17)
 SMOOTHING = 0.2  # weight of a new observation
 
