@@ -140,6 +140,13 @@ def main() -> int:
         print("note: token counts differ between runs", [r["tokens"] for r in plain], [r["tokens"] for r in ui])
     p_round, p_tok_s = summary("no UI", plain)
     u_round, u_tok_s = summary(args.mode, ui)
+    # Each UI reply against the no-UI reply decoded just before it: drift that
+    # outlasts a reply cancels, and the spread shows how far to trust the median.
+    paired = sorted((u["t"] / u["tokens"]) / (p["t"] / p["tokens"]) - 1 for p, u in zip(plain, ui))
+    print("per reply, UI vs the no-UI reply before it: " + " ".join(f"{c * 100:+.1f}%" for c in paired))
+    quart = statistics.quantiles(paired, n=4) if len(paired) > 1 else paired * 3
+    print(f"paired cost: median {statistics.median(paired) * 100:+.1f}%, "
+          f"middle half {quart[0] * 100:+.1f}% to {quart[2] * 100:+.1f}%")
     ui_cpu = statistics.median(r.get("ui_cpu", 0.0) / r["t"] for r in ui)
     print(f"UI thread CPU: {ui_cpu * 100:.1f}% of one core while decoding "
           f"({statistics.median(r.get('ui_cpu', 0.0) / r['rounds'] for r in ui) * 1000:.2f} ms per round)")
