@@ -61,9 +61,10 @@ class FakeModels:
     """The app's model store and loader, on the fake model."""
 
     def __init__(self, pulled: bool = True, step_seconds: float = 0.0, max_tokens: int = 60,
-                 draft=noisy_draft, temp: float = 0.0) -> None:
+                 draft=noisy_draft, temp: float = 0.0, cpu_bound: bool = False) -> None:
         self.pulled = pulled
         self.step_seconds = step_seconds
+        self.cpu_bound = cpu_bound  # as llama.Model says when decoding keeps every core busy
         self.max_tokens = max_tokens
         self.draft = draft
         self.pull_calls = 0
@@ -90,9 +91,10 @@ class FakeModels:
         return (2_000_000 if self.pulled else 500_000), 2_000_000
 
     def open(self, pair: str, drafter: str, k: int, settings: Settings) -> ChatSession:
-        session = ChatSession(long_model(step_seconds=self.step_seconds), load_draft_model=self.draft,
-                              drafter=drafter, k=k, pair=pair, max_tokens=self.max_tokens,
-                              system=settings.system_prompt or None)
+        target = long_model(step_seconds=self.step_seconds)
+        target.cpu_bound = self.cpu_bound
+        session = ChatSession(target, load_draft_model=self.draft, drafter=drafter, k=k, pair=pair,
+                              max_tokens=self.max_tokens, system=settings.system_prompt or None)
         self.opened.append(session)
         return session
 
@@ -316,6 +318,30 @@ async def test_streaming_chunk_reserves_lines_and_gives_them_back(tmp_path):
         assert last.size.height == reply._live.get_height(last.styles, last.content_size.width)  # no blank lines left
 
 
+async def test_cpu_bound_worker_waits_until_each_batch_is_shown(tmp_path, monkeypatch):
+    """Where decoding keeps every core busy, the UI draws between rounds: the
+    worker's flush returns only once the reply holds everything it posted."""
+    from specchat.tui import app as app_mod
+
+    records = []  # (characters posted so far, characters the reply held when flush returned)
+    posted = {"chars": 0}
+    flush = app_mod.RoundFeed.flush
+
+    def recording_flush(self, now=None):
+        posted["chars"] += sum(len(s["text"]) for s in self.pending)
+        flush(self, now)
+        records.append((posted["chars"], len(self.reply.text)))
+
+    monkeypatch.setattr(app_mod.RoundFeed, "flush", recording_flush)
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.005, max_tokens=200, cpu_bound=True), drafter="off")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        assert app.cpu_bound and app.ui_share == app_mod.UI_SHARE_CPU_BOUND
+        reply = await send(pilot, "hello")
+        assert len(records) >= 2 and records[-1][0] == len(reply.text) > 0
+        assert all(held == sent for sent, held in records), records
+
+
 def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
     from specchat.tui import app as app_mod
 
@@ -332,8 +358,8 @@ def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
             clock["cpu"] += 0.006
         return app.batch_seconds
 
-    # A CPU-bound decode: 6 ms per batch within 1.5% of a core means a batch every 0.4 s.
-    assert batches(app_mod.UI_SHARE_CPU_BOUND) == pytest.approx(0.006 / 0.015, rel=0.01)
+    # A CPU-bound decode: 6 ms per batch within 0.75% of a core means a batch every 0.8 s.
+    assert batches(app_mod.UI_SHARE_CPU_BOUND) == pytest.approx(0.006 / 0.0075, rel=0.01)
     # Spare cores: within 10% of a core, every 60 ms.
     assert batches(app_mod.UI_SHARE) == pytest.approx(0.006 / 0.10, rel=0.01)
     app.ui_share = app_mod.UI_SHARE_CPU_BOUND

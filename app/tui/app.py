@@ -41,13 +41,21 @@ from specchat.tui.widgets import (
 )
 
 BATCH_SECONDS = 0.04  # rounds reach the UI at most this often...
-MAX_BATCH_SECONDS = 0.75  # ...and at least this often
+MAX_BATCH_SECONDS = 1.5  # ...and at least this often
 # The UI thread may use this share of one core while decoding. Where decoding
-# keeps every core busy (llama.cpp on a CPU), each ms the UI takes can stall
-# a decode; elsewhere (a GPU, spare cores) the UI may stream more smoothly.
-UI_SHARE_CPU_BOUND = 0.015
+# keeps every core busy (llama.cpp on a CPU), each ms the UI takes stalls the
+# decode by about a ms (tests/tui_overhead.py, drafter off: the UI's CPU share
+# and the decode's slowdown match); elsewhere (a GPU, spare cores) the UI may
+# stream more smoothly.
+UI_SHARE_CPU_BOUND = 0.0075
 UI_SHARE = 0.10
-STATUS_SECONDS = 0.5  # the status bar's live tok/s changes at most this often
+# The status bar's live tok/s changes at most this often. Rarely, so that most
+# batches repaint only the reply's rows, not everything from there to the bottom.
+STATUS_SECONDS = 1.0
+# Where decoding keeps every core busy, the worker waits (at most this long)
+# while the UI shows a batch: drawing then runs on an idle core, between two
+# rounds, instead of stalling llama.cpp's threads in the middle of one.
+SHOW_WAIT_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,7 @@ class RoundsReady(Message):
     spans: list[dict]
     live_tok_s: float
     choice: str = ""  # auto's latest decision, e.g. "ngram k=6"
+    shown: threading.Event | None = None  # set once the batch is on screen
 
 
 @dataclass
@@ -140,9 +149,12 @@ class RoundFeed:
         if self.pending:
             tok_s = self.tokens / (now - self.t0) if now > self.t0 else 0.0
             choice = getattr(self.session.engine.drafter, "choice", "")  # only auto decides
-            self.app.post_message(RoundsReady(self.reply, self.pending, tok_s, choice))
+            shown = threading.Event() if self.app.cpu_bound else None
+            self.app.post_message(RoundsReady(self.reply, self.pending, tok_s, choice, shown))
             self.pending = []
-        self.last = now
+            if shown is not None:
+                shown.wait(SHOW_WAIT_SECONDS)
+        self.last = time.perf_counter()
 
 
 class SpecchatCommands(Provider):
@@ -210,6 +222,7 @@ class SpecchatApp(App):
         self.batch_seconds = BATCH_SECONDS  # adapted to what rendering costs (see _pace)
         self._pace_mark = (0.0, 0.0)
         self.ui_share = UI_SHARE
+        self.cpu_bound = False  # decoding keeps every core busy (see SHOW_WAIT_SECONDS)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(SPEC_DEFAULTS)
@@ -293,7 +306,8 @@ class SpecchatApp(App):
             return
         old, self.session = self.session, msg.session
         self.drafter = msg.session.drafter_name
-        self.ui_share = UI_SHARE_CPU_BOUND if getattr(msg.session.target, "cpu_bound", False) else UI_SHARE
+        self.cpu_bound = getattr(msg.session.target, "cpu_bound", False)
+        self.ui_share = UI_SHARE_CPU_BOUND if self.cpu_bound else UI_SHARE
         if old is not None:
             msg.session.messages[:] = list(old.messages)  # keep the conversation
             old.close()
@@ -392,6 +406,8 @@ class SpecchatApp(App):
         chat = self.query_one("#chat", VerticalScroll)
         if chat.max_scroll_y - chat.scroll_y < 3:
             chat.scroll_end(animate=False)
+        if msg.shown is not None:
+            self.call_after_refresh(msg.shown.set)
 
     @on(ReplyDone)
     def reply_done(self, msg: ReplyDone) -> None:
