@@ -340,6 +340,7 @@ async def test_cpu_bound_worker_waits_until_each_batch_is_shown(tmp_path, monkey
         reply = await send(pilot, "hello")
         assert len(records) >= 2 and records[-1][0] == len(reply.text) > 0
         assert all(held == sent for sent, held in records), records
+        assert 0 < app.drawing_wait < len(records) * app_mod.SHOW_WAIT_SECONDS
 
 
 def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):

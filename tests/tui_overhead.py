@@ -88,7 +88,7 @@ async def run_ui(session, prompt: str, n: int) -> list[dict]:
                 ui_cpu = time.thread_time() - cpu0
                 s = app.query(AssistantMessage).last().stats
                 out.append({"tokens": s["tokens"], "rounds": s["verify_rounds"] + s["plain_steps"],
-                            "t": s["t_decode"], "ui_cpu": ui_cpu})
+                            "t": s["t_decode"], "ui_cpu": ui_cpu, "wait": app.drawing_wait})
     return out
 
 
@@ -147,6 +147,9 @@ def main() -> int:
     quart = statistics.quantiles(paired, n=4) if len(paired) > 1 else paired * 3
     print(f"paired cost: median {statistics.median(paired) * 100:+.1f}%, "
           f"middle half {quart[0] * 100:+.1f}% to {quart[2] * 100:+.1f}%")
+    if args.mode == "ui":
+        wait = statistics.median(r["wait"] / r["t"] for r in ui)
+        print(f"the worker waited for drawing (CPU-bound machines only): {wait * 100:.2f}% of decode time")
     ui_cpu = statistics.median(r.get("ui_cpu", 0.0) / r["t"] for r in ui)
     print(f"UI thread CPU: {ui_cpu * 100:.1f}% of one core while decoding "
           f"({statistics.median(r.get('ui_cpu', 0.0) / r['rounds'] for r in ui) * 1000:.2f} ms per round)")

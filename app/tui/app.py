@@ -153,7 +153,9 @@ class RoundFeed:
             self.app.post_message(RoundsReady(self.reply, self.pending, tok_s, choice, shown))
             self.pending = []
             if shown is not None:
+                t0 = time.perf_counter()
                 shown.wait(SHOW_WAIT_SECONDS)
+                self.app.drawing_wait += time.perf_counter() - t0
         self.last = time.perf_counter()
 
 
@@ -220,6 +222,7 @@ class SpecchatApp(App):
         self._theme_ready = False
         self._status_time = 0.0
         self.batch_seconds = BATCH_SECONDS  # adapted to what rendering costs (see _pace)
+        self.drawing_wait = 0.0  # seconds the worker waited for drawing, this reply
         self._pace_mark = (0.0, 0.0)
         self.ui_share = UI_SHARE
         self.cpu_bound = False  # decoding keeps every core busy (see SHOW_WAIT_SECONDS)
@@ -363,6 +366,7 @@ class SpecchatApp(App):
     @work(thread=True, exclusive=True, group="generate", exit_on_error=False)
     def generate(self, kind: str, text: str, reply: AssistantMessage) -> None:
         session, feed = self.session, None
+        self.drawing_wait = 0.0
         try:
             feed = RoundFeed(self, reply, session)
             if kind == "regenerate":
