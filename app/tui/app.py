@@ -43,10 +43,9 @@ from specchat.tui.widgets import (
 BATCH_SECONDS = 0.04  # rounds reach the UI at most this often...
 MAX_BATCH_SECONDS = 1.5  # ...and at least this often
 # The UI thread may use this share of one core while decoding. Where decoding
-# keeps every core busy (llama.cpp on a CPU), each ms the UI takes stalls the
-# decode by about a ms (tests/tui_overhead.py, drafter off: the UI's CPU share
-# and the decode's slowdown match); elsewhere (a GPU, spare cores) the UI may
-# stream more smoothly.
+# keeps every core busy (llama.cpp on a CPU), the worker waits while a batch
+# is drawn (SHOW_WAIT_SECONDS), so each ms of drawing is a ms of decoding
+# lost; elsewhere (a GPU, spare cores) the UI may stream more smoothly.
 UI_SHARE_CPU_BOUND = 0.0075
 UI_SHARE = 0.10
 # The status bar's live tok/s changes at most this often. Rarely, so that most
