@@ -12,8 +12,8 @@ Three policies per suite, as speedups over plain decoding:
 - auto: the real AutoDrafter (n-gram side), one instance carried through the
   suites in the bench's order, as in the bench;
 - ceiling: drafts priced by match length alone, with each match length's
-  true agreement rate taken from these very replies (in-sample: no policy
-  that judges a draft by its match length can beat it on this text);
+  true agreement rate taken from these very replies (in-sample: a policy
+  that prices drafts by match length should not expect to beat it here);
 - oracle: knows how far each draft will agree and drafts exactly that.
 
 Replies are re-tokenized from their text, so a few may differ slightly from
