@@ -6,6 +6,7 @@ Textual: layout and rendering run, only the terminal write is skipped).
     python tests/tui_overhead.py --pair smollm2-135m  # a real pulled pair
     ... --mode unfed    # the app runs, but no round is ever sent to it
     ... --mode thread   # no app: the reply decodes on a fresh thread
+    ... --with-thread   # also a fresh thread without the app each time, to compare with
 
 Greedy decoding makes both runs produce the same tokens, so decode time per
 round compares like with like. Prints per-round overhead and the tok/s ratio.
@@ -109,6 +110,15 @@ def summary(name: str, runs: list[dict]) -> tuple[float, float]:
     return per_round, tok_s
 
 
+def paired(label: str, base: list[dict], runs: list[dict]) -> None:
+    """Each reply against the base reply decoded just before it: drift that
+    outlasts a reply cancels, and the spread shows how far to trust the median."""
+    costs = sorted((r["t"] / r["tokens"]) / (b["t"] / b["tokens"]) - 1 for b, r in zip(base, runs))
+    quart = statistics.quantiles(costs, n=4) if len(costs) > 1 else costs * 3
+    print(f"{label}, reply by reply: " + " ".join(f"{c * 100:+.1f}%" for c in costs))
+    print(f"  median {statistics.median(costs) * 100:+.1f}%, middle half {quart[0] * 100:+.1f}% to {quart[2] * 100:+.1f}%")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pair", help="a pulled pair (default: the fake model)")
@@ -121,6 +131,8 @@ def main() -> int:
     ap.add_argument("--mode", choices=["ui", "unfed", "thread"], default="ui",
                     help="ui: the app as it is; unfed: the app runs but is never sent a round; "
                          "thread: no app, the reply decodes on a fresh thread")
+    ap.add_argument("--with-thread", action="store_true",
+                    help="also decode each reply on a fresh thread without the app, and compare the UI with that")
     args = ap.parse_args()
     if args.mode == "unfed":
         from specchat.tui.app import RoundFeed
@@ -131,22 +143,21 @@ def main() -> int:
                else fake_factory(args.step, args.drafter, args.k, args.max_tokens))
     session = factory()  # one session for both, so both decode on the same warm model
     run_plain(session, args.prompt, 1)  # warm up (page cache, first-call costs)
-    plain, ui = [], []
-    for _ in range(args.replies):  # interleaved, so drifting machine load hits both alike
+    plain, threaded, ui = [], [], []
+    for _ in range(args.replies):  # interleaved, so drifting machine load hits all alike
         plain += run_plain(session, args.prompt, 1)
+        if args.with_thread:
+            threaded += run_on_a_thread(session, args.prompt)
         ui += run_on_a_thread(session, args.prompt) if args.mode == "thread" else asyncio.run(run_ui(session, args.prompt, 1))
     session.close()
     if [r["tokens"] for r in plain] != [r["tokens"] for r in ui]:
         print("note: token counts differ between runs", [r["tokens"] for r in plain], [r["tokens"] for r in ui])
     p_round, p_tok_s = summary("no UI", plain)
     u_round, u_tok_s = summary(args.mode, ui)
-    # Each UI reply against the no-UI reply decoded just before it: drift that
-    # outlasts a reply cancels, and the spread shows how far to trust the median.
-    paired = sorted((u["t"] / u["tokens"]) / (p["t"] / p["tokens"]) - 1 for p, u in zip(plain, ui))
-    print("per reply, UI vs the no-UI reply before it: " + " ".join(f"{c * 100:+.1f}%" for c in paired))
-    quart = statistics.quantiles(paired, n=4) if len(paired) > 1 else paired * 3
-    print(f"paired cost: median {statistics.median(paired) * 100:+.1f}%, "
-          f"middle half {quart[0] * 100:+.1f}% to {quart[2] * 100:+.1f}%")
+    paired(f"{args.mode} vs no UI", plain, ui)
+    if threaded:
+        paired("a fresh thread vs no UI", plain, threaded)
+        paired(f"{args.mode} vs a fresh thread", threaded, ui)
     if args.mode == "ui":
         wait = statistics.median(r["wait"] / r["t"] for r in ui)
         print(f"the worker waited for drawing (CPU-bound machines only): {wait * 100:.2f}% of decode time")
