@@ -34,7 +34,6 @@ from specchat.costmodel import CostModel  # noqa: E402
 from specchat.drafters.auto import AutoDrafter  # noqa: E402
 from specchat.drafters.ngram import NgramDrafter  # noqa: E402
 
-K = 16
 LONGEST = 48  # match lengths up to this get their own agreement rate
 
 
@@ -91,10 +90,11 @@ def best_length(expected: list[float], seconds: dict[int, float]) -> int:
 
 
 class Policy:
-    """Drafts from an n-gram index of the reply so far; subclasses pick the length."""
+    """Drafts from an n-gram index of the conversation; subclasses pick the length."""
 
     def __init__(self, seconds: dict[int, float]) -> None:
         self.seconds = seconds
+        self.k = max(seconds) - 1  # the longest draft the curve prices
 
     def begin(self, context: list[int]) -> None:
         self.ngram = NgramDrafter()
@@ -105,7 +105,7 @@ class Policy:
         if hit is None:
             return []
         start, match, _ = hit
-        draft = self.ngram.tokens[start : start + K]
+        draft = self.ngram.tokens[start : start + self.k]
         return draft[: best_length(self.expected(draft, match, reply, pos), self.seconds)]
 
     def expected(self, draft: list[int], match: int, reply: list[int], pos: int) -> list[float]:
@@ -154,7 +154,7 @@ class Auto(Policy):
         self.auto.begin(context)
 
     def propose(self, context, reply, pos):
-        self.draft = self.auto.propose(context, min(K, len(reply) - pos - 1))  # as the engine caps k
+        self.draft = self.auto.propose(context, min(self.k, len(reply) - pos - 1))  # as the engine caps k
         return self.draft.tokens
 
     def settle(self, n):
@@ -165,7 +165,7 @@ class Auto(Policy):
         self.auto.observe(new)
 
 
-def agreement_rates(replies: list[dict]) -> dict[int, float]:
+def agreement_rates(replies: list[dict], k: int) -> dict[int, float]:
     """P(the next drafted token agrees | the copy has agreed for m tokens so far), from the replies."""
     hits, trials = defaultdict(int), defaultdict(int)
     for r in replies:
@@ -176,7 +176,7 @@ def agreement_rates(replies: list[dict]) -> dict[int, float]:
             hit = ngram.lookup(context)
             if hit is not None:
                 start, match, _ = hit
-                draft = ngram.tokens[start : start + K]
+                draft = ngram.tokens[start : start + k]
                 n = agreement(draft, reply, pos)
                 for j in range(min(n + 1, len(draft), len(reply) - pos)):
                     trials[min(match + j, LONGEST)] += 1
@@ -194,7 +194,7 @@ def main() -> int:
     seconds, replies = load(args.report, args.pair)
     rows = {
         "auto": replay(replies, seconds, Auto(seconds)),
-        "ceiling": replay(replies, seconds, Ceiling(seconds, agreement_rates(replies))),
+        "ceiling": replay(replies, seconds, Ceiling(seconds, agreement_rates(replies, max(seconds) - 1))),
         "oracle": replay(replies, seconds, Oracle(seconds)),
     }
     suites = list(rows["auto"])
