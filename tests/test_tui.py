@@ -351,8 +351,8 @@ def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
     monkeypatch.setattr(app_mod.time, "perf_counter", lambda: clock["wall"])
     monkeypatch.setattr(app_mod.time, "thread_time", lambda: clock["cpu"])
 
-    def batches(share: float, n: int = 12) -> float:
-        app.ui_share, app._pace_mark, app.batch_seconds = share, (0.0, 0.0), app_mod.BATCH_SECONDS
+    def batches(cpu_bound: bool, n: int = 12) -> float:
+        app.cpu_bound, app._pace_mark, app.batch_seconds = cpu_bound, (0.0, 0.0), app_mod.BATCH_SECONDS
         for _ in range(n):  # each batch costs the UI 6 ms of CPU
             app._pace()
             clock["wall"] += app.batch_seconds
@@ -360,10 +360,10 @@ def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
         return app.batch_seconds
 
     # A CPU-bound decode: 6 ms per batch within 0.75% of a core means a batch every 0.8 s.
-    assert batches(app_mod.UI_SHARE_CPU_BOUND) == pytest.approx(0.006 / 0.0075, rel=0.01)
+    assert batches(cpu_bound=True) == pytest.approx(0.006 / 0.0075, rel=0.01)
     # Spare cores: within 10% of a core, every 60 ms.
-    assert batches(app_mod.UI_SHARE) == pytest.approx(0.006 / 0.10, rel=0.01)
-    app.ui_share = app_mod.UI_SHARE_CPU_BOUND
+    assert batches(cpu_bound=False) == pytest.approx(0.006 / 0.10, rel=0.01)
+    app.cpu_bound = True
     clock["cpu"] += 1.0  # a very slow render: batches come at the longest spacing allowed
     app._pace()
     assert app.batch_seconds == app_mod.MAX_BATCH_SECONDS

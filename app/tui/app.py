@@ -223,7 +223,6 @@ class SpecchatApp(App):
         self.batch_seconds = BATCH_SECONDS  # adapted to what rendering costs (see _pace)
         self.drawing_wait = 0.0  # seconds the worker waited for drawing, this reply
         self._pace_mark = (0.0, 0.0)
-        self.ui_share = UI_SHARE
         self.cpu_bound = False  # decoding keeps every core busy (see SHOW_WAIT_SECONDS)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -309,7 +308,6 @@ class SpecchatApp(App):
         old, self.session = self.session, msg.session
         self.drafter = msg.session.drafter_name
         self.cpu_bound = getattr(msg.session.target, "cpu_bound", False)
-        self.ui_share = UI_SHARE_CPU_BOUND if self.cpu_bound else UI_SHARE
         if old is not None:
             msg.session.messages[:] = list(old.messages)  # keep the conversation
             old.close()
@@ -381,6 +379,11 @@ class SpecchatApp(App):
             return
         feed.flush()
         self.post_message(ReplyDone(reply, turn, feed.drafters or [session.drafter_name]))
+
+    @property
+    def ui_share(self) -> float:
+        """The share of a core the UI thread may use while decoding."""
+        return UI_SHARE_CPU_BOUND if self.cpu_bound else UI_SHARE
 
     def _pace(self) -> None:
         """Keep the UI thread's CPU near its share of a core: rendering competes
