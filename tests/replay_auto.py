@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specchat.costmodel import CostModel  # noqa: E402
 from specchat.drafters.auto import AutoDrafter  # noqa: E402
 from specchat.drafters.ngram import NgramDrafter  # noqa: E402
+from specchat.stats import common_prefix  # noqa: E402
 
 LONGEST = 48  # match lengths up to this get their own agreement rate
 
@@ -59,10 +60,8 @@ def load(report_path: str, pair: str) -> tuple[dict[int, float], list[dict]]:
 
 
 def agreement(draft: list[int], reply: list[int], pos: int) -> int:
-    n = 0
-    while n < len(draft) and pos + n < len(reply) and draft[n] == reply[pos + n]:
-        n += 1
-    return n
+    """How many of the draft's tokens the reply at pos agrees with."""
+    return common_prefix(draft, reply[pos : pos + len(draft)])
 
 
 def replay(replies: list[dict], seconds: dict[int, float], policy: "Policy") -> dict[str, float]:
