@@ -5,17 +5,24 @@ Textual: layout and rendering run, only the terminal write is skipped).
     python tests/tui_overhead.py                      # the fake model, 20 ms per step
     python tests/tui_overhead.py --pair smollm2-135m  # a real pulled pair
     ... --mode unfed    # the app runs, but no round is ever sent to it
-    ... --mode thread   # no app: the reply decodes on a fresh thread
-    ... --with-thread   # also a fresh thread without the app each time, to compare with
 
 Greedy decoding makes both runs produce the same tokens, so decode time per
 round compares like with like. Prints per-round overhead and the tok/s ratio.
+
+Both arms load and decode off the main thread, as the app does. libgomp
+(llama.cpp's OpenMP) keeps a team of threads for every thread that has
+decoded, and once the teams hold more threads than there are cores it stops
+spinning at barriers and sleeps instead: hundreds of sleeps per token. The
+app and `specchat run` each have one team; a harness that decoded on the
+main thread as well would have two. The decode thread's sleeps per token
+are printed, to show that neither arm pays that.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import sys
 import tempfile
@@ -40,13 +47,33 @@ def real_factory(pair: str, drafter: str, k: int, max_tokens: int):
     return lambda: open_session(pair, drafter=drafter, k=k, max_tokens=max_tokens)
 
 
-def run_plain(session, prompt: str, n: int) -> list[dict]:
+def on_a_thread(fn):
+    """fn() on a fresh thread that ends with it, as the app's workers run."""
     out = []
-    for _ in range(n):
-        session.clear()
-        s = session.reply(prompt).stats
-        out.append({"tokens": s.tokens, "rounds": s.verify_rounds + s.plain_steps, "t": s.t_decode})
-    return out
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join()
+    return out[0]
+
+
+def count_sleeps(session) -> None:
+    """Record on the session how often the decoding thread slept during its last reply."""
+    reply = session.reply
+
+    def counted(*args, **kwargs):
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+        turn = reply(*args, **kwargs)
+        session.last_sleeps = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
+        return turn
+
+    session.reply = counted
+
+
+def run_plain(session, prompt: str) -> dict:
+    session.clear()
+    s = session.reply(prompt).stats
+    return {"tokens": s.tokens, "rounds": s.verify_rounds + s.plain_steps, "t": s.t_decode,
+            "sleeps": session.last_sleeps}
 
 
 async def run_ui(session, prompt: str, n: int) -> list[dict]:
@@ -89,16 +116,8 @@ async def run_ui(session, prompt: str, n: int) -> list[dict]:
                 ui_cpu = time.thread_time() - cpu0
                 s = app.query(AssistantMessage).last().stats
                 out.append({"tokens": s["tokens"], "rounds": s["verify_rounds"] + s["plain_steps"],
-                            "t": s["t_decode"], "ui_cpu": ui_cpu, "wait": app.drawing_wait})
-    return out
-
-
-def run_on_a_thread(session, prompt: str) -> list[dict]:
-    """One plain reply decoded on a fresh thread, as the app's worker does."""
-    out: list[dict] = []
-    t = threading.Thread(target=lambda: out.extend(run_plain(session, prompt, 1)))
-    t.start()
-    t.join()
+                            "t": s["t_decode"], "ui_cpu": ui_cpu, "wait": app.drawing_wait,
+                            "sleeps": session.last_sleeps})
     return out
 
 
@@ -128,11 +147,8 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--replies", type=int, default=5)
     ap.add_argument("--prompt", default="Write a Python function that reverses a list, then explain it.")
-    ap.add_argument("--mode", choices=["ui", "unfed", "thread"], default="ui",
-                    help="ui: the app as it is; unfed: the app runs but is never sent a round; "
-                         "thread: no app, the reply decodes on a fresh thread")
-    ap.add_argument("--with-thread", action="store_true",
-                    help="also decode each reply on a fresh thread without the app, and compare the UI with that")
+    ap.add_argument("--mode", choices=["ui", "unfed"], default="ui",
+                    help="ui: the app as it is; unfed: the app runs but is never sent a round")
     args = ap.parse_args()
     if args.mode == "unfed":
         from specchat.tui.app import RoundFeed
@@ -141,23 +157,22 @@ def main() -> int:
         RoundFeed.flush = lambda self, now=None: None
     factory = (real_factory(args.pair, args.drafter, args.k, args.max_tokens) if args.pair
                else fake_factory(args.step, args.drafter, args.k, args.max_tokens))
-    session = factory()  # one session for both, so both decode on the same warm model
-    run_plain(session, args.prompt, 1)  # warm up (page cache, first-call costs)
-    plain, threaded, ui = [], [], []
-    for _ in range(args.replies):  # interleaved, so drifting machine load hits all alike
-        plain += run_plain(session, args.prompt, 1)
-        if args.with_thread:
-            threaded += run_on_a_thread(session, args.prompt)
-        ui += run_on_a_thread(session, args.prompt) if args.mode == "thread" else asyncio.run(run_ui(session, args.prompt, 1))
+    session = on_a_thread(factory)  # one session for both, so both decode on the same warm model
+    count_sleeps(session)
+    on_a_thread(lambda: run_plain(session, args.prompt))  # warm up (page cache, first-call costs)
+    plain, ui = [], []
+    for _ in range(args.replies):  # interleaved, so drifting machine load hits both alike
+        plain.append(on_a_thread(lambda: run_plain(session, args.prompt)))
+        ui += asyncio.run(run_ui(session, args.prompt, 1))
     session.close()
     if [r["tokens"] for r in plain] != [r["tokens"] for r in ui]:
         print("note: token counts differ between runs", [r["tokens"] for r in plain], [r["tokens"] for r in ui])
     p_round, p_tok_s = summary("no UI", plain)
     u_round, u_tok_s = summary(args.mode, ui)
     paired(f"{args.mode} vs no UI", plain, ui)
-    if threaded:
-        paired("a fresh thread vs no UI", plain, threaded)
-        paired(f"{args.mode} vs a fresh thread", threaded, ui)
+    for name, runs in (("no UI", plain), (args.mode, ui)):
+        sleeps = statistics.median(r["sleeps"] / r["tokens"] for r in runs)
+        print(f"{name:>8}: the decoding thread slept {sleeps:.2f} times per token (OpenMP throttled: hundreds)")
     if args.mode == "ui":
         wait = statistics.median(r["wait"] / r["t"] for r in ui)
         print(f"the worker waited for drawing (CPU-bound machines only): {wait * 100:.2f}% of decode time")
