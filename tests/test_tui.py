@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -341,6 +342,33 @@ async def test_cpu_bound_worker_waits_until_each_batch_is_shown(tmp_path, monkey
         assert len(records) >= 2 and records[-1][0] == len(reply.text) > 0
         assert all(held == sent for sent, held in records), records
         assert 0 < app.drawing_wait < len(records) * app_mod.SHOW_WAIT_SECONDS
+
+
+async def test_models_load_and_decode_only_on_workers(tmp_path):
+    """llama.cpp's OpenMP keeps a team of threads for every thread that has
+    decoded; once teams outnumber the cores, libgomp sleeps at every barrier.
+    So the app loads and decodes on its workers only, never on the main thread."""
+    seen: list[tuple[str, threading.Thread]] = []
+
+    def recorded(model: FakeModel, name: str) -> FakeModel:
+        seen.append((f"{name} load", threading.current_thread()))
+        eval_ = model.eval
+        model.eval = lambda *a, **kw: (seen.append((f"{name} eval", threading.current_thread())), eval_(*a, **kw))[1]
+        return model
+
+    class Recording(FakeModels):
+        def open(self, *args) -> ChatSession:
+            session = super().open(*args)
+            recorded(session.target, "target")
+            return session
+
+    models = Recording(draft=lambda: recorded(noisy_draft(), "draft"))
+    app = make_app(tmp_path, models, Settings(drafter="draft"))
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+    assert {what for what, _ in seen} == {"target load", "target eval", "draft load", "draft eval"}
+    assert [what for what, thread in seen if thread is threading.main_thread()] == []
 
 
 def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
