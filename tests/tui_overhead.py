@@ -5,6 +5,7 @@ Textual: layout and rendering run, only the terminal write is skipped).
     python tests/tui_overhead.py                      # the fake model, 20 ms per step
     python tests/tui_overhead.py --pair smollm2-135m  # a real pulled pair
     ... --mode unfed    # the app runs, but no round is ever sent to it
+    ... --baseline-on-main   # the no-UI replies decode on the main thread (see below)
 
 Greedy decoding makes both runs produce the same tokens, so decode time per
 round compares like with like. Prints per-round overhead and the tok/s ratio.
@@ -14,8 +15,9 @@ Both arms load and decode off the main thread, as the app does. libgomp
 decoded, and once the teams hold more threads than there are cores it stops
 spinning at barriers and sleeps instead: hundreds of sleeps per token. The
 app and `specchat run` each have one team; a harness that decoded on the
-main thread as well would have two. The decode thread's sleeps per token
-are printed, to show that neither arm pays that.
+main thread as well would have two (--baseline-on-main shows what that
+does). The decoding thread's sleeps per token are printed, to show which
+arm pays it.
 """
 
 from __future__ import annotations
@@ -149,6 +151,9 @@ def main() -> int:
     ap.add_argument("--prompt", default="Write a Python function that reverses a list, then explain it.")
     ap.add_argument("--mode", choices=["ui", "unfed"], default="ui",
                     help="ui: the app as it is; unfed: the app runs but is never sent a round")
+    ap.add_argument("--baseline-on-main", action="store_true",
+                    help="decode the no-UI replies on the main thread, as `specchat run` does; that leaves "
+                         "a second OpenMP team, and the app's worker sleeps at every barrier")
     args = ap.parse_args()
     if args.mode == "unfed":
         from specchat.tui.app import RoundFeed
@@ -159,10 +164,14 @@ def main() -> int:
                else fake_factory(args.step, args.drafter, args.k, args.max_tokens))
     session = on_a_thread(factory)  # one session for both, so both decode on the same warm model
     count_sleeps(session)
-    on_a_thread(lambda: run_plain(session, args.prompt))  # warm up (page cache, first-call costs)
+
+    def no_ui() -> dict:
+        return run_plain(session, args.prompt)
+
+    on_a_thread(no_ui)  # warm up (page cache, first-call costs)
     plain, ui = [], []
     for _ in range(args.replies):  # interleaved, so drifting machine load hits both alike
-        plain.append(on_a_thread(lambda: run_plain(session, args.prompt)))
+        plain.append(no_ui() if args.baseline_on_main else on_a_thread(no_ui))
         ui += asyncio.run(run_ui(session, args.prompt, 1))
     session.close()
     if [r["tokens"] for r in plain] != [r["tokens"] for r in ui]:
