@@ -346,14 +346,20 @@ async def test_cpu_bound_worker_waits_until_each_batch_is_shown(tmp_path, monkey
 
 async def test_models_load_and_decode_only_on_workers(tmp_path):
     """llama.cpp's OpenMP keeps a team of threads for every thread that has
-    decoded; once teams outnumber the cores, libgomp sleeps at every barrier.
+    decoded; once the teams hold more threads than there are cores, libgomp
+    sleeps at every barrier.
     So the app loads and decodes on its workers only, never on the main thread."""
     seen: list[tuple[str, threading.Thread]] = []
 
     def recorded(model: FakeModel, name: str) -> FakeModel:
         seen.append((f"{name} load", threading.current_thread()))
         eval_ = model.eval
-        model.eval = lambda *a, **kw: (seen.append((f"{name} eval", threading.current_thread())), eval_(*a, **kw))[1]
+
+        def eval(*args, **kwargs):
+            seen.append((f"{name} eval", threading.current_thread()))
+            return eval_(*args, **kwargs)
+
+        model.eval = eval
         return model
 
     class Recording(FakeModels):

@@ -22,7 +22,6 @@ import asyncio
 import statistics
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -33,15 +32,10 @@ PROMPT = "Write a Python function that reverses a list, then explain it."
 def arm(kind: str, pair: str, max_tokens: int) -> float:
     """Median tok/s of two replies, decoded the way `kind` says."""
     from specchat.loader import open_session
+    from tests.tui_overhead import on_a_thread
 
     def call(fn):
-        if kind == "main":
-            return fn()  # `specchat run`
-        out = []
-        t = threading.Thread(target=lambda: out.append(fn()))
-        t.start()
-        t.join()
-        return out[0]
+        return fn() if kind == "main" else on_a_thread(fn)  # main: as `specchat run`
 
     session = call(lambda: open_session(pair, drafter="off", k=4, max_tokens=max_tokens))
 

@@ -288,8 +288,8 @@ class SpecchatApp(App):
         self.load_session(pair, drafter, k)
 
     # Models load (a warm-up decode) and decode on workers only, never on the main thread:
-    # llama.cpp's OpenMP keeps a team of threads for every thread that has decoded, and
-    # once the teams outnumber the cores libgomp sleeps at every barrier instead of spinning.
+    # llama.cpp's OpenMP keeps a team of threads for every thread that has decoded, and once
+    # the teams hold more threads than there are cores, libgomp sleeps at every barrier.
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_session(self, pair: str, drafter: str, k: int) -> None:
         try:
