@@ -12,7 +12,7 @@ run cancels. One process per arm, because a thread that has decoded keeps
 its OpenMP team for good (see tests/tui_overhead.py).
 
     python tests/thread_vs_main.py --pair qwen2.5-coder-1.5b --pairs 10
-    python tests/thread_vs_main.py --pair qwen2.5-coder-1.5b --pairs 8 --arms app
+    python tests/thread_vs_main.py --pair qwen2.5-coder-1.5b --pairs 6 --arms app
 """
 
 from __future__ import annotations
@@ -26,32 +26,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.tui_overhead import count_sleeps, on_a_thread, run_plain, run_ui, spread  # noqa: E402
+
 PROMPT = "Write a Python function that reverses a list, then explain it."
 
 
 def arm(kind: str, pair: str, max_tokens: int) -> float:
     """Median tok/s of two replies, decoded the way `kind` says."""
     from specchat.loader import open_session
-    from tests.tui_overhead import on_a_thread
 
     def call(fn):
         return fn() if kind == "main" else on_a_thread(fn)  # main: as `specchat run`
 
     session = call(lambda: open_session(pair, drafter="off", k=4, max_tokens=max_tokens))
-
-    def reply() -> float:
-        session.clear()
-        s = session.reply(PROMPT).stats
-        return s.tokens / s.t_decode
-
-    call(reply)  # warm up
+    count_sleeps(session)
+    call(lambda: run_plain(session, PROMPT))  # warm up
     if kind == "app":
-        from tests.tui_overhead import count_sleeps, run_ui
-
-        count_sleeps(session)
         runs = [asyncio.run(run_ui(session, PROMPT, 1))[0] for _ in range(2)]
-        return statistics.median(r["tokens"] / r["t"] for r in runs)
-    return statistics.median(call(reply) for _ in range(2))
+    else:
+        runs = [call(lambda: run_plain(session, PROMPT)) for _ in range(2)]
+    return statistics.median(r["tokens"] / r["t"] for r in runs)
 
 
 def main() -> int:
@@ -78,10 +72,7 @@ def main() -> int:
         print(f"pair {i + 1}: " + ", ".join(f"{kind} {v:.2f} tok/s" for kind, v in tok_s.items()), flush=True)
     for kind, c in costs.items():
         c.sort()
-        quart = statistics.quantiles(c, n=4) if len(c) > 1 else c * 3
-        print(f"{kind} vs main: median {statistics.median(c) * 100:+.1f}% slower per token, "
-              f"middle half {quart[0] * 100:+.1f}% to {quart[2] * 100:+.1f}% "
-              f"({' '.join(f'{x * 100:+.1f}%' for x in c)})")
+        print(f"{kind} vs main, slower per token: {spread(c)} ({' '.join(f'{x * 100:+.1f}%' for x in c)})")
     return 0
 
 

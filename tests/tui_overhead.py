@@ -131,13 +131,18 @@ def summary(name: str, runs: list[dict]) -> tuple[float, float]:
     return per_round, tok_s
 
 
+def spread(costs: list[float]) -> str:
+    """Relative costs as their median and middle half, in percent."""
+    quart = statistics.quantiles(costs, n=4) if len(costs) > 1 else costs * 3
+    return f"median {statistics.median(costs) * 100:+.1f}%, middle half {quart[0] * 100:+.1f}% to {quart[2] * 100:+.1f}%"
+
+
 def paired(label: str, base: list[dict], runs: list[dict]) -> None:
     """Each reply against the base reply decoded just before it: drift that
     outlasts a reply cancels, and the spread shows how far to trust the median."""
     costs = sorted((r["t"] / r["tokens"]) / (b["t"] / b["tokens"]) - 1 for b, r in zip(base, runs))
-    quart = statistics.quantiles(costs, n=4) if len(costs) > 1 else costs * 3
     print(f"{label}, reply by reply: " + " ".join(f"{c * 100:+.1f}%" for c in costs))
-    print(f"  median {statistics.median(costs) * 100:+.1f}%, middle half {quart[0] * 100:+.1f}% to {quart[2] * 100:+.1f}%")
+    print(f"  {spread(costs)}")
 
 
 def main() -> int:
