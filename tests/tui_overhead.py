@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import resource
 import statistics
 import sys
@@ -78,7 +79,9 @@ def run_plain(session, prompt: str) -> dict:
             "sleeps": session.last_sleeps}
 
 
-async def run_ui(session, prompt: str, n: int) -> list[dict]:
+async def ui_replies(session, prompt: str):
+    """Replies to `prompt` inside one app (headless), each in a new chat, one
+    per step of this async generator; the app stays up between steps."""
     from specchat.config import Settings
     from specchat.history import History
     from specchat.tui.app import SpecchatApp
@@ -97,15 +100,15 @@ async def run_ui(session, prompt: str, n: int) -> list[dict]:
         def open(self, pair, drafter, k, settings):
             return session
 
-    out = []
     with tempfile.TemporaryDirectory() as tmp:
         app = SpecchatApp(One(), Settings(), history=History(Path(tmp) / "h.sqlite3"), save_settings=False)
         async with app.run_test(size=(120, 40)) as pilot:
             while app.session is None:
                 await pilot.pause(0.05)
-            for _ in range(n):
+            while True:
                 await pilot.press("ctrl+n")
-                app.query_one(PromptInput).text = prompt
+                prompt_input = app.query_one(PromptInput)
+                prompt_input.text = prompt
                 cpu0 = time.thread_time()  # this coroutine runs on the UI thread
                 await pilot.press("enter")
                 # Plain sleeps on one attribute: Pilot's own polling, or a DOM
@@ -116,10 +119,21 @@ async def run_ui(session, prompt: str, n: int) -> list[dict]:
                 while reply.stats is None:
                     await asyncio.sleep(0.25)
                 ui_cpu = time.thread_time() - cpu0
-                s = app.query(AssistantMessage).last().stats
-                out.append({"tokens": s["tokens"], "rounds": s["verify_rounds"] + s["plain_steps"],
-                            "t": s["t_decode"], "ui_cpu": ui_cpu, "wait": app.drawing_wait,
-                            "sleeps": session.last_sleeps})
+                prompt_input.cursor_blink = False  # no repaints while something else decodes
+                s = reply.stats
+                yield {"tokens": s["tokens"], "rounds": s["verify_rounds"] + s["plain_steps"],
+                       "t": s["t_decode"], "ui_cpu": ui_cpu, "wait": app.drawing_wait,
+                       "sleeps": session.last_sleeps}
+
+
+async def run_ui(session, prompt: str, n: int) -> list[dict]:
+    """n replies inside one app."""
+    out = []
+    async with contextlib.aclosing(ui_replies(session, prompt)) as replies:
+        async for r in replies:
+            out.append(r)
+            if len(out) == n:
+                break
     return out
 
 
