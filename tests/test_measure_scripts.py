@@ -1,0 +1,41 @@
+"""The README's measuring scripts still run and print what the README quotes
+(their numbers are the README's business; here only that they come out)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import models_cache_dir
+
+HERE = Path(__file__).parent
+
+
+def script(name: str, *args: str, env: dict | None = None) -> str:
+    r = subprocess.run([sys.executable, str(HERE / name), *args], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, **(env or {})})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
+def test_tui_overhead_on_the_fake_model():
+    out = script("tui_overhead.py", "--replies", "2", "--max-tokens", "24", "--step", "0.005")
+    assert re.search(r"^ +no UI: 24 tokens in \d+ rounds", out, re.M), out
+    assert re.search(r"^ +ui: 24 tokens in \d+ rounds", out, re.M), out
+    assert re.search(r"^ui vs no UI, reply by reply: [-+]\d+\.\d% [-+]\d+\.\d%$", out, re.M), out
+    assert re.search(r"decode speed \d+\.\d% of no-UI", out), out
+
+
+@pytest.mark.real
+def test_thread_vs_main_takes_turns_on_the_tiny_pair(tiny_pair):
+    out = script("thread_vs_main.py", "--pair", "smollm2-135m", "--arms", "thread", "app", "--procs", "1",
+                 "--replies", "2", "--max-tokens", "16", env={"SPECCHAT_MODELS": str(models_cache_dir())})
+    assert re.search(r"^processes 1: thread median [-+]\d+\.\d%.*, app median [-+]\d+\.\d%", out, re.M), out
+    for kind in ("thread", "app"):
+        assert re.search(rf"^{kind} vs main, slower per token, 2 replies: median [-+]\d+\.\d%", out, re.M), out
+    assert out.count("the 1 sets' medians: ") == 2, out
