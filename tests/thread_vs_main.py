@@ -123,9 +123,9 @@ def main() -> int:
             costs[kind] += c
             per_set[kind].append(statistics.median(c))
         print(f"processes {i + 1}: " + ", ".join(
-            f"{kind} {spread(sorted(c))}" for kind, c in set_costs.items()), flush=True)
+            f"{kind} {spread(c)}" for kind, c in set_costs.items()), flush=True)
     for kind in args.arms:
-        print(f"{kind} vs main, slower per token, {len(costs[kind])} replies: {spread(sorted(costs[kind]))}")
+        print(f"{kind} vs main, slower per token, {len(costs[kind])} replies: {spread(costs[kind])}")
         print(f"  the {args.procs} sets' medians: " + " ".join(f"{x * 100:+.1f}%" for x in sorted(per_set[kind])))
     return 0
 
