@@ -14,6 +14,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 
 import tomlkit
 
@@ -49,8 +50,10 @@ class ModelFile:
 
     @property
     def store_key(self) -> str:
-        """Where the file lives inside the store; one file per repo+name."""
-        return f"{self.repo.replace('/', '--')}/{self.filename}"
+        """Where the file lives inside the store: one file per repo, revision
+        and name (main keeps the plain OWNER--REPO folder)."""
+        rev = "" if self.revision == "main" else "@" + quote(self.revision, safe="")
+        return f"{self.repo.replace('/', '--')}{rev}/{self.filename}"
 
     @property
     def ref(self) -> str:

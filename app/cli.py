@@ -23,15 +23,12 @@ DRAFTERS = "off|ngram|draft|hybrid|auto"
 
 
 def _fail(err: SpecchatError) -> None:
-    typer.secho(f"error: {err.message}", fg="red", err=True)
+    from specchat.textsafe import safe_text  # a message may quote a path or a name the user typed
+
+    typer.secho(f"error: {safe_text(err.message)}", fg="red", err=True)
     if err.hint:
-        typer.echo(f"hint: {err.hint}", err=True)
+        typer.echo(f"hint: {safe_text(err.hint)}", err=True)
     raise typer.Exit(err.code)
-
-
-def _check_drafter(name: str) -> None:
-    if name not in DRAFTERS.split("|"):
-        raise SpecchatError(f"unknown drafter {name!r}", hint=f"choose one of: {DRAFTERS.replace('|', ', ')}", code=2)
 
 
 def default_k(drafter: str) -> int:
@@ -76,9 +73,10 @@ def chat(
     except ImportError:
         _not_built("chat")
     try:
-        run_chat(pair=pair, drafter=drafter, k=k, theme=theme)
+        code = run_chat(pair=pair, drafter=drafter, k=k, theme=theme)
     except SpecchatError as err:
         _fail(err)
+    raise typer.Exit(code)  # a crash inside the app is not a success
 
 
 # --- models: pull / models / rm (owned by pull.py and store.py) ---------------
@@ -102,23 +100,28 @@ def pull(
 
 
 @app.command()
-def models(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def models(
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    verify: bool = typer.Option(False, "--verify", help="Re-hash every pulled file and say which match their sha256."),
+) -> None:
     """List catalog pairs and what is pulled."""
-    from specchat.pull import show_models
+    from specchat.pull import show_models, verify_models
 
     try:
+        if verify:
+            raise typer.Exit(verify_models())
         show_models(json_out)
     except SpecchatError as err:
         _fail(err)
 
 
 @app.command()
-def rm(pair: str = typer.Argument(..., help="Pair whose files to delete.")) -> None:
-    """Delete a pair's files that no other pulled pair uses."""
+def rm(pairs: list[str] = typer.Argument(..., help="Pairs whose files to delete (name two pairs to delete the files they share).")) -> None:
+    """Delete pairs' files that no other pulled pair uses."""
     from specchat.pull import run_rm
 
     try:
-        run_rm(pair)
+        run_rm(pairs)
     except SpecchatError as err:
         _fail(err)
 
@@ -151,24 +154,30 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
 ) -> None:
     """Generate one reply and show how speculation did."""
+    from specchat import checks
     from specchat.loader import open_session
     from specchat.runcmd import run_once
     from specchat.sampling import SamplingParams
 
     try:
-        _check_drafter(drafter)
+        checks.drafter(drafter)
+        checks.prompt(prompt)
+        if system is not None:
+            checks.prompt(system, "--system")
+        sampling = SamplingParams(temp=checks.temperature(temp), top_k=checks.top_k(top_k),
+                                  top_p=checks.top_p(top_p), seed=seed)
         session = open_session(
             pair,
             target,
             draft,
             drafter=drafter,
-            k=k or default_k(drafter),
-            sampling=SamplingParams(temp=temp, top_k=top_k, top_p=top_p, seed=seed),
+            k=checks.k(default_k(drafter) if k is None else k),
+            sampling=sampling,
             baseline_every=baseline_every,
             system=system,
-            max_tokens=max_tokens,
-            threads=threads,
-            ctx=ctx,
+            max_tokens=checks.max_tokens(max_tokens),
+            threads=checks.threads(threads) or None,
+            ctx=checks.ctx(ctx) or None,
             n_gpu_layers=n_gpu_layers,
             verbose=verbose,
         )
@@ -195,9 +204,13 @@ def bench(
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
 ) -> None:
     """Measure every drafter against plain decoding on this machine."""
+    from specchat import checks
     from specchat.bench import run_command
 
     try:
+        checks.temperature(temp)
+        checks.max_tokens(max_tokens)
+        checks.threads(threads)
         code = run_command(
             pair=pair,
             suites=suites,

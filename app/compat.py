@@ -149,6 +149,9 @@ class _HeaderReader:
     """
 
     BLOCK = 1 << 20
+    # No header value is this big (a vocab's whole token list is ~2 MB): a
+    # larger length is a damaged or hostile file, refused before reading it.
+    MAX_VALUE = 1 << 30
 
     def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
@@ -159,6 +162,8 @@ class _HeaderReader:
     def _ensure(self, n: int) -> None:
         if self.pos + n <= len(self.buf):
             return
+        if n > self.MAX_VALUE:
+            raise ValueError(f"its header declares a value of {n} bytes")
         parts, have = [self.buf[self.pos :]], len(self.buf) - self.pos
         while have < n:
             chunk = self.stream.read(max(self.BLOCK, n - have))

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import tomlkit
 
-from specchat import paths
+from specchat import checks, paths
+from specchat.errors import SpecchatError
 
 
 @dataclass
@@ -64,13 +65,31 @@ def read_settings(path: Path | None = None) -> Loaded:
     path = path or paths.settings_file()
     if not path.is_file():
         return Loaded(Settings(), [], path)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = _read(path)
+    except (OSError, ValueError) as err:
+        return Loaded(Settings(), [f"{path}: {err}; using the defaults"], path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         return Loaded(Settings(), [f"{path}: {err}; using the defaults"], path)
     settings, errors = _from_dict(data, text, path)
     return Loaded(settings, errors, path)
+
+
+def _read(path: Path) -> str:
+    """The file's text; ValueError naming the line of a byte that is not UTF-8."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ValueError(f"line {line} is not valid UTF-8 (byte 0x{raw[err.start]:02x})") from None
+
+
+# The range of each number, from the one owner of each rule (checks.py).
+_RANGES = {"k": checks.k, "temperature": checks.temperature, "threads": checks.threads, "ctx": checks.ctx,
+           "drafter": checks.drafter}
 
 
 def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
@@ -84,13 +103,21 @@ def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
             errors.append(f"{where}: {key} should be {_type_name(key)}, not {value!r}; using {getattr(s, key)!r}")
         elif key == "keymap" and not all(isinstance(v, str) for v in value.values()):
             errors.append(f"{where}: keymap values should be key strings like \"ctrl+d\"; ignored")
-        elif key == "k" and not 1 <= value <= 32:
-            errors.append(f"{where}: k should be between 1 and 32, not {value}; using {s.k}")
-        elif key == "temperature" and value < 0:
-            errors.append(f"{where}: temperature should be >= 0, not {value}; using {s.temperature}")
+        elif (problem := _out_of_range(key, value)) is not None:
+            errors.append(f"{where}: {problem}; using {getattr(s, key)!r}")
         else:
             setattr(s, key, float(value) if key == "temperature" else value)
     return s, errors
+
+
+def _out_of_range(key: str, value) -> str | None:
+    if key not in _RANGES:
+        return None
+    try:
+        _RANGES[key](value, flag=key)
+    except SpecchatError as err:
+        return err.message
+    return None
 
 
 def _type_name(key: str) -> str:
@@ -109,10 +136,10 @@ def save_settings(changes: dict, path: Path | None = None) -> None:
     """Set these keys in the file, keeping everything else (comments too).
     A file that does not parse is left alone: the user's text wins."""
     path = path or paths.settings_file()
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
     try:
+        text = _read(path) if path.is_file() else ""
         doc = tomlkit.parse(text)
-    except Exception:
+    except ValueError:  # not UTF-8, or not TOML
         return
     for key, value in changes.items():
         if key not in _TYPES:

@@ -9,17 +9,24 @@ Every write is one transaction, and the user's message is stored when it is
 sent, the reply when it ends: a crash or Ctrl-C mid-reply loses at most that
 reply. The database runs in WAL mode, so a killed process never leaves a
 half-written file.
+
+A history that cannot be used never stops the chat (`open_history`): a file
+that is not a history database is renamed aside and a fresh one started; a
+folder that cannot be written means chatting without saving. Either way the
+app says so once.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat import paths
+from specchat.textsafe import safe_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -70,10 +77,24 @@ class History:
         self.path = path or paths.history_db()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        with self.db:
-            self.db.executescript(SCHEMA)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            with self.db:
+                self.db.executescript(SCHEMA)
+            self._check_tables()
+        except sqlite3.Error:
+            self.db.close()
+            raise
+
+    def _check_tables(self) -> None:
+        """A database with other tables of these names is not ours: fail here, not mid-chat."""
+        try:
+            self.db.execute("SELECT id, title, pair, created, updated FROM conversations LIMIT 1").fetchall()
+            self.db.execute("SELECT conversation_id, seq, role, content, created, finish, stats_json, spans_json "
+                            "FROM messages LIMIT 1").fetchall()
+        except sqlite3.OperationalError as err:
+            raise sqlite3.DatabaseError(f"not a specchat history: {err}") from None
 
     def close(self) -> None:
         self.db.close()
@@ -95,7 +116,7 @@ class History:
             "SELECT c.id, c.title, c.pair, c.updated, COUNT(m.id) FROM conversations c "
             "LEFT JOIN messages m ON m.conversation_id = c.id GROUP BY c.id ORDER BY c.updated DESC, c.id DESC"
         ).fetchall()
-        return [Conversation(*row) for row in rows]
+        return [Conversation(id, str(title), str(pair), float(updated or 0), n) for id, title, pair, updated, n in rows]
 
     def load(self, conv_id: int) -> Conversation:
         row = self.db.execute("SELECT id, title, pair, updated FROM conversations WHERE id = ?", (conv_id,)).fetchone()
@@ -152,7 +173,8 @@ class History:
 
 
 def to_markdown(conv: Conversation) -> str:
-    """The conversation as Markdown, ending with a table of each reply's numbers."""
+    """The conversation as Markdown, ending with a table of each reply's numbers.
+    Control characters are made visible: an export is read in a terminal too."""
     out = [f"# {conv.title}", ""]
     if conv.pair:
         out += [f"Pair: `{conv.pair}`", ""]
@@ -167,14 +189,14 @@ def to_markdown(conv: Conversation) -> str:
         out += ["## Stats", "",
                 "| reply | drafters | α | accepted | tok/s | baseline tok/s | speedup |",
                 "|---:|---|---:|---:|---:|---:|---:|", *rows, ""]
-    return "\n".join(out)
+    return safe_text("\n".join(out))
 
 
 def _stats_row(n: int, s: dict) -> str:
     def num(v, fmt):
         return "–" if v is None else format(v, fmt)
 
-    drafters = "→".join(s.get("drafters") or []) or "–"
+    drafters = "→".join(map(str, s.get("drafters") or [])) or "–"
     return (f"| {n} | {drafters} | {num(s.get('alpha'), '.2f')} | {num(s.get('acceptance_rate', 0) * 100, '.0f')}% "
             f"| {num(s.get('tok_s'), '.1f')} | {num(s.get('baseline_tok_s'), '.1f')} | {num(s.get('speedup'), '.2f')}× |")
 
@@ -184,4 +206,33 @@ def _dump(value) -> str | None:
 
 
 def _json(text: str | None):
-    return None if text is None else json.loads(text)
+    """Stored stats or spans; a damaged row shows as a reply without them."""
+    try:
+        return None if text is None else json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def open_history(path: Path | None = None) -> tuple[History | None, str]:
+    """The history, and a note for the user when it is not the usual one:
+    (a fresh History, why) after a damaged file was renamed aside, or
+    (None, why) when nothing can be saved."""
+    path = path or paths.history_db()
+    try:
+        return History(path), ""
+    except OSError as err:  # the data folder cannot be made
+        return None, f"cannot open the history at {path} ({err}); chatting without saving"
+    except sqlite3.DatabaseError as err:
+        if isinstance(err, sqlite3.OperationalError) or not path.is_file():
+            return None, f"cannot open the history at {path} ({err}); chatting without saving"
+        reason = err
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        os.replace(path, aside)
+        for suffix in ("-wal", "-shm"):
+            extra = path.with_name(path.name + suffix)
+            if extra.exists():
+                os.replace(extra, aside.with_name(aside.name + suffix))
+        return History(path), f"{path} is not a readable history ({reason}); kept it as {aside.name} and started a fresh one"
+    except (OSError, sqlite3.Error) as err:
+        return None, f"{path} is not a readable history ({reason}) and cannot be moved aside ({err}); chatting without saving"

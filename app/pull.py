@@ -11,7 +11,6 @@ each file.
 from __future__ import annotations
 
 import errno
-import hashlib
 import http.client
 import json
 import shutil
@@ -208,20 +207,14 @@ def _adopt(f: ModelFile, path: Path, expected: str, root: Path | None) -> bool:
     written, or a copy by hand) is kept if it hashes right, else removed."""
     if not path.is_file():
         return False
-    digest = _sha256(path)
+    st = path.stat()
+    digest = store.sha256_of(path)
     if digest != expected:
         path.unlink()
         return False
-    store.write_json(store.record_path(path), {"sha256": digest, "size": path.stat().st_size, "source": "store", "repo": f.repo, "filename": f.filename})
+    store.write_json(store.record_path(path), {"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                                               "source": "store", "repo": f.repo, "filename": f.filename})
     return store.is_ready(f, root)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as src:
-        while chunk := src.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _verify(f: ModelFile, path: Path, expected: str, size: int | None, digest: str, got: int) -> None:
@@ -322,6 +315,34 @@ def run_pull(pair: str | None, source: str, target: str | None, draft: str | Non
     pull_pair(pair, source=source, progress=True, console=console)
 
 
+def verify_models(console: Console | None = None) -> int:
+    """`specchat models --verify`: hash every pulled file again, whatever its
+    mtime says, with a progress bar. Returns 1 when a file failed."""
+    console = console or Console(highlight=False)
+    catalog = load_catalog()
+    files: dict[str, tuple[ModelFile, list[str]]] = {}
+    for pair in catalog.pairs.values():
+        for _, f in pair.roles():
+            if store.file_path(f).is_file():
+                files.setdefault(f.store_key, (f, []))[1].append(pair.name)
+    if not files:
+        console.print(f"nothing pulled in {store.store_root()}", markup=False)
+        return 0
+    ui, failed = _UI(True, console), 0
+    for f, pairs in files.values():
+        path = store.file_path(f)
+        with ui.bar(f"hashing {f.filename}", path.stat().st_size) as bar:
+            state = store.check(f, rehash=True, on_bytes=bar.advance)
+        if state == "verified":
+            ui.say(f"ok       {path}")
+        else:
+            failed += 1
+            why = "changed on disk: its sha256 no longer matches" if state == "damaged" else "no verification record"
+            ui.say(f"FAILED   {path}: {why}; fix: specchat pull {pairs[0]}")
+    ui.say(f"{len(files) - failed} of {len(files)} files verified")
+    return 1 if failed else 0
+
+
 def show_models(json_out: bool) -> None:
     """`specchat models`: every pair, what is pulled, sizes, paths, state."""
     pairs = store.pair_status()
@@ -343,8 +364,8 @@ def _pair_lines(p: dict) -> str:
     about = p["description"] + (f"; {p['note']}" if p["note"] else "")
     if about:
         lines.append(f"    {about}")
-    lines += _file_lines("target", p["target"])
-    lines += ["    draft   = target (the same file)"] if p["same_file"] else _file_lines("draft", p["draft"])
+    lines += _file_lines("target", p["target"], p["name"])
+    lines += ["    draft   = target (the same file)"] if p["same_file"] else _file_lines("draft", p["draft"], p["name"])
     return "\n".join(lines)
 
 
@@ -352,24 +373,33 @@ def _none_pulled(p: dict) -> bool:
     return all(p[role]["state"] == "missing" for role in ("target", "draft"))
 
 
-def _file_lines(role: str, f: dict) -> list[str]:
+def _file_lines(role: str, f: dict, pair: str) -> list[str]:
     size = filesize.decimal(f["size"]) if f["size"] else "size ?"
     state = f["state"]
     if state == "partial" and f["size"]:
         state = f"partial {100 * f['partial_bytes'] // f['size']}%"
     if state == "verified":
         state = f"verified, from {f['source']}"
+    elif state == "damaged":
+        state = f"DAMAGED: changed on disk, its sha256 no longer matches; fix: specchat pull {pair}"
     else:
         state += ", from the Hub or the PyPI mirror" if f["mirror"] else ", from the Hub only"
     return [f"    {role:<7} {size:>9}  {state}", f"{'':>21}{f['path']}"]
 
 
-def run_rm(name: str) -> None:
-    """`specchat rm PAIR`: delete its files unless another pulled pair uses them."""
-    result = store.remove_pair(name)
+def run_rm(names: list[str]) -> None:
+    """`specchat rm PAIR...`: delete their files unless a pulled pair not named uses them."""
+    try:
+        result = store.remove_pairs(names)
+    except OSError as err:
+        raise SpecchatError(f"cannot delete from the model store: {err}", hint="check the store's permissions") from None
     for path in result["removed"]:
         print(f"deleted {path}")
-    for path, users in result["kept"].items():
-        print(f"kept {path} (used by {', '.join(users)})")
+    users = set()
+    for path, used_by in result["kept"].items():
+        print(f"kept {path} (used by {', '.join(used_by)})")
+        users.update(used_by)
+    if users:
+        print(f"to delete it too: specchat rm {' '.join(result['pairs'] + sorted(users))}")
     if not result["removed"] and not result["kept"]:
-        print(f"pair {result['pair']}: nothing to delete (not pulled)")
+        print(f"pair {', '.join(result['pairs'])}: nothing to delete (not pulled)")

@@ -1,9 +1,11 @@
 """`specchat run`: one reply, streamed with its speculation colours, then
-one stats line; or, with --json, one object with every figure."""
+one stats line; or, with --json, one object with every figure.
+
+The model's text reaches the terminal through `safe_text` (or `safe_json`):
+a token that holds ESC shows as ␛, it never drives the terminal."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from rich.console import Console
@@ -12,6 +14,7 @@ from rich.text import Text
 from specchat.chat import ChatSession
 from specchat.engine import Turn
 from specchat.stats import Round, TurnStats, first_difference, spans
+from specchat.textsafe import safe_json, safe_text
 
 # Styles for a plain terminal; the TUI takes its colours from the theme.
 STYLES = {
@@ -26,9 +29,9 @@ def round_text(r: Round) -> Text:
     """One round as styled text: accepted drafts, rejected drafts, then the target's token."""
     accepted = "accepted-draft" if r.drafter in ("draft",) else "accepted"
     out = Text()
-    out.append(r.accepted_text, STYLES[accepted])
-    out.append(r.rejected_text, STYLES["rejected"])
-    out.append(r.target_text, STYLES["target"])
+    out.append(safe_text(r.accepted_text), STYLES[accepted])
+    out.append(safe_text(r.rejected_text), STYLES["rejected"])
+    out.append(safe_text(r.target_text), STYLES["target"])
     return out
 
 
@@ -92,8 +95,7 @@ def run_once(session: ChatSession, prompt: str, *, json_out: bool, identical: bo
     if identical:
         check_identical(session, turn)
     if json_out:
-        json.dump(as_json(session, turn), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(safe_json(as_json(session, turn)) + "\n")
         return 0
     console.print()
     console.print(Text(stats_line(turn.stats, session.drafter_name, auto_choices(session)), style="dim"))

@@ -18,8 +18,11 @@ from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
 
 NAMES = ("off", "ngram", "draft", "hybrid", "auto")
+# The most tokens a drafter may propose per round: --k, the settings, the
+# chat's k keys and bench all take k from this range.
+K_MIN, K_MAX = 1, 32
 
-__all__ = ["Draft", "Drafter", "Drafters", "NAMES"]
+__all__ = ["Draft", "Drafter", "Drafters", "K_MAX", "K_MIN", "NAMES"]
 
 
 class Drafters:

@@ -23,6 +23,7 @@ import tomllib
 from dataclasses import fields
 from pathlib import Path
 
+from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 SPEC_VARIABLES = ("spec-accepted", "spec-rejected", "spec-ngram", "spec-model", "spec-good", "spec-bad")
@@ -130,10 +131,15 @@ BUILTIN = (DARK, LIGHT, COLORBLIND, HIGH_CONTRAST)
 DEFAULT_THEME = DARK.name
 
 _THEME_FIELDS = {f.name for f in fields(Theme)}
+# What each key of a theme file must hold; every other key is a colour.
+_KINDS = {"name": (str, "a string"), "dark": (bool, "true or false"), "ansi": (bool, "true or false"),
+          "luminosity_spread": ((int, float), "a number"), "text_alpha": ((int, float), "a number"),
+          "variables": (dict, "a table")}
 
 
 def theme_from_toml(text: str, default_name: str) -> Theme:
-    """One Theme from a TOML document. Raises ValueError with a readable reason."""
+    """One Theme from a TOML document. Raises ValueError naming the bad key,
+    so a broken file is refused here instead of crashing the app when used."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -143,10 +149,30 @@ def theme_from_toml(text: str, default_name: str) -> Theme:
         raise ValueError(f"unknown key {unknown[0]!r}")
     if "primary" not in data:
         raise ValueError("missing 'primary' colour")
-    data.setdefault("name", default_name)
+    for key, value in data.items():
+        kind, what = _KINDS.get(key, (str, "a colour"))
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise ValueError(f"{key} should be {what}, not {value!r}")
+        if key not in _KINDS:
+            _colour(key, value)
     variables = {**SPEC_DEFAULTS, **{str(k): str(v) for k, v in data.get("variables", {}).items()}}
+    for key in SPEC_VARIABLES:
+        _colour(f"variables.{key}", variables[key])
+    data.setdefault("name", default_name)
     data["variables"] = variables
-    return Theme(**data)
+    theme = Theme(**data)
+    try:
+        theme.to_color_system().generate()  # what Textual does when the theme is chosen
+    except Exception as err:  # noqa: BLE001 - any failure here would have crashed the app
+        raise ValueError(f"the theme's colours do not combine ({err})") from None
+    return theme
+
+
+def _colour(key: str, value: str) -> None:
+    try:
+        Color.parse(value)
+    except ColorParseError:
+        raise ValueError(f"{key} = {value!r} is not a colour (try \"#268bd2\")") from None
 
 
 def load_user_themes(folder: Path) -> tuple[list[Theme], list[str]]:
@@ -157,6 +183,6 @@ def load_user_themes(folder: Path) -> tuple[list[Theme], list[str]]:
     for path in sorted(folder.glob("*.toml")):
         try:
             themes.append(theme_from_toml(path.read_text(encoding="utf-8"), path.stem))
-        except (ValueError, TypeError, OSError) as err:
-            errors.append(f"theme {path}: {err}")
+        except (ValueError, TypeError, OSError) as err:  # UnicodeDecodeError is a ValueError
+            errors.append(f"theme {path}: {err}; not loaded")
     return themes, errors

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 
 def run_chat(pair: str | None = None, drafter: str | None = None, k: int | None = None,
-             theme: str | None = None) -> None:
+             theme: str | None = None) -> int:
+    """Run the chat; returns the exit code (1 when the app crashed)."""
+    from specchat import checks
     from specchat.config import read_settings
-    from specchat.drafters import NAMES
-    from specchat.errors import SpecchatError
-    from specchat.history import History
+    from specchat.history import open_history
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models
 
@@ -17,13 +17,16 @@ def run_chat(pair: str | None = None, drafter: str | None = None, k: int | None 
     settings = loaded.settings
     if theme:
         settings.theme = theme
-    if drafter is not None and drafter not in NAMES:
-        raise SpecchatError(f"unknown drafter {drafter!r}", hint=f"choose one of: {', '.join(NAMES)}", code=2)
-    if k is not None and not 1 <= k <= 32:
-        raise SpecchatError(f"--k {k} is out of range", hint="use 1 to 32", code=2)
-    history = History()
+    if drafter is not None:
+        checks.drafter(drafter)
+    if k is not None:
+        checks.k(k)
+    history, note = open_history()
+    app = SpecchatApp(Models(), settings, pair=pair, drafter=drafter, k=k, history=history,
+                      config_errors=loaded.errors, history_note=note)
     try:
-        SpecchatApp(Models(), settings, pair=pair, drafter=drafter, k=k, history=history,
-                    config_errors=loaded.errors).run()
+        app.run()
     finally:
-        history.close()
+        if history is not None:
+            history.close()
+    return app.return_code or 0

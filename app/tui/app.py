@@ -8,6 +8,7 @@ an id, so `[keymap]` in the settings can remap it) and the command palette.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from specchat.errors import SpecchatError
 from specchat.history import History
 from specchat.history import Message as Stored
 from specchat.stats import Round, round_spans
+from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
 from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker, PullScreen
 from specchat.tui.widgets import (
@@ -197,6 +199,7 @@ class SpecchatApp(App):
         k: int | None = None,
         history: History | None = None,
         config_errors: list[str] | None = None,
+        history_note: str = "",
         save_settings: bool = True,
     ) -> None:
         super().__init__()
@@ -207,6 +210,7 @@ class SpecchatApp(App):
         self.start_k = k or self.settings.k
         self.history = history
         self.config_errors = config_errors or []
+        self.history_note = history_note  # why the history is off or fresh, if it is
         self.save_settings = save_settings
         self.session = None
         self.conv_id: int | None = None
@@ -227,6 +231,12 @@ class SpecchatApp(App):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(SPEC_DEFAULTS)
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """Every notification is plain text: what it quotes (a file, a key, a
+        title, an error) is data, never markup or terminal control."""
+        super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
 
     # --- layout and start ---------------------------------------------------------
 
@@ -251,6 +261,8 @@ class SpecchatApp(App):
         self.set_keymap(self.settings.keymap)
         for line in self.config_errors + errors:
             self.notify(line, title="settings", severity="warning", timeout=15)
+        if self.history_note:
+            self.notify(self.history_note, title="history", severity="warning", timeout=20)
         self.query_one(PromptInput).focus()
         self.open_pair(self.start_pair, self.start_drafter, self.start_k)
 
@@ -267,8 +279,14 @@ class SpecchatApp(App):
             self._save({"theme": theme})
 
     def _save(self, changes: dict) -> None:
-        if self.save_settings:
+        if not self.save_settings:
+            return
+        try:
             config.save_settings(changes)
+        except OSError as err:  # a read-only config folder, say: keep chatting, say it once
+            self.save_settings = False
+            self.notify(f"cannot save settings ({err}); your choices last until you quit",
+                        title="settings", severity="warning", timeout=15)
 
     # --- loading a pair -------------------------------------------------------------
 
@@ -452,10 +470,15 @@ class SpecchatApp(App):
     def _store(self, msg: Stored, title: str = "") -> None:
         if self.history is None:
             return
-        if self.conv_id is None:
-            pair = self.session.pair if self.session else ""
-            self.conv_id = self.history.new_conversation(_title(title or msg.content), pair)
-        self.history.add_message(self.conv_id, msg)
+        try:
+            if self.conv_id is None:
+                pair = self.session.pair if self.session else ""
+                self.conv_id = self.history.new_conversation(_title(title or msg.content), pair)
+            self.history.add_message(self.conv_id, msg)
+        except sqlite3.Error as err:  # the disk filled up, the file went read-only, …
+            self.history = None
+            self.notify(f"cannot save to the history ({err}); chatting without saving from now on",
+                        title="history", severity="warning", timeout=15)
 
     def load_conversation(self, conv_id: int) -> None:
         conv = self.history.load(conv_id)
@@ -557,6 +580,7 @@ class SpecchatApp(App):
 
     def action_history(self) -> None:
         if self.history is None:
+            self.notify("the history is off in this session (see the warning at start)", severity="warning")
             return
 
         def chosen(conv_id: int | None) -> None:

@@ -15,6 +15,7 @@ from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Stati
 from textual.widgets.option_list import Option
 
 from specchat.history import Conversation
+from specchat.textsafe import safe_text
 
 
 class LegendScreen(ModalScreen[None]):
@@ -45,7 +46,7 @@ class LegendScreen(ModalScreen[None]):
             yield Static(sample)
             yield Static(hybrid)
             yield Static(numbers)
-            yield Static(Content(key_lines), id="legend-keys")
+            yield Static(Content(safe_text(key_lines)), id="legend-keys")
 
 
 class TextPrompt(ModalScreen[str | None]):
@@ -60,7 +61,7 @@ class TextPrompt(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(self.title_text, classes="dialog-title")
-            yield Input(self.value)
+            yield Input(safe_text(self.value))
 
     @on(Input.Submitted)
     def done(self, event: Input.Submitted) -> None:
@@ -93,8 +94,7 @@ class HistoryScreen(ModalScreen[int | None]):
         ol = self.query_one(OptionList)
         ol.clear_options()
         for c in self.history.list():
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated))
-            ol.add_option(Option(f"{c.title}  ·  {c.n_messages} messages · {c.pair} · {when}", id=str(c.id)))
+            ol.add_option(Option(conversation_line(c), id=str(c.id)))
         if ol.option_count:
             ol.highlighted = 0
         ol.focus()
@@ -132,10 +132,20 @@ class HistoryScreen(ModalScreen[int | None]):
         conv_id = self._selected()
         if conv_id is None:
             return
-        self.export_dir.mkdir(parents=True, exist_ok=True)
         path = self.export_dir / f"conversation-{conv_id}.md"
-        path.write_text(self.history.export_markdown(conv_id), encoding="utf-8")
+        try:
+            self.export_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.history.export_markdown(conv_id), encoding="utf-8")
+        except OSError as err:
+            self.notify(f"cannot export to {path}: {err.strerror or err}", severity="error")
+            return
         self.notify(f"exported to {path}")
+
+
+def conversation_line(c: Conversation) -> Content:
+    """One row of the history list. The title is the user's text: data, never markup."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated))
+    return Content(safe_text(f"{c.title}  ·  {c.n_messages} messages · {c.pair} · {when}"))
 
 
 class PairPicker(ModalScreen[str | None]):
@@ -154,7 +164,7 @@ class PairPicker(ModalScreen[str | None]):
             for p in self.pairs:
                 mark = "●" if p.name == self.current else " "
                 state = "pulled" if p.pulled else f"not pulled{_size(p.size)}"
-                ol.add_option(Option(f"{mark} {p.name}  ·  {state}\n   {p.description}", id=p.name))
+                ol.add_option(Option(Content(safe_text(f"{mark} {p.name}  ·  {state}\n   {p.description}")), id=p.name))
             yield ol
 
     def on_mount(self) -> None:
@@ -185,7 +195,7 @@ class PullScreen(ModalScreen[bool]):
         size = next((p.size for p in self.models.pairs() if p.name == self.pair_name), None)
         with Vertical(id="pull", classes="dialog"):
             yield Static("Model pair not pulled", classes="dialog-title")
-            yield Label(f"{self.reason}\nPull '{self.pair_name}'{_size(size)} now?", id="pull-question")
+            yield Label(Content(safe_text(f"{self.reason}\nPull '{self.pair_name}'{_size(size)} now?")), id="pull-question")
             yield ProgressBar(id="pull-progress", show_eta=False)
             yield Label("", id="pull-status")
             with Horizontal(classes="buttons"):
@@ -228,6 +238,6 @@ class PullScreen(ModalScreen[bool]):
         self.app.call_from_thread(self.dismiss, True)
 
     def failed(self, text: str) -> None:
-        self.query_one("#pull-status", Label).update(Content.styled(f"pull failed: {text}", "$error"))
+        self.query_one("#pull-status", Label).update(Content.styled(safe_text(f"pull failed: {text}"), "$error"))
         self.query_one(".buttons").display = True
         self.query_one("#pull-yes", Button).label = "Retry"

@@ -19,6 +19,7 @@ from textual.reactive import reactive
 from textual.widgets import Markdown, Sparkline, Static, TextArea
 
 from specchat.stats import merge_spans
+from specchat.textsafe import safe_text
 
 # --- spans --------------------------------------------------------------------
 
@@ -40,7 +41,7 @@ def spans_content(spans: list[dict], show_rejected: bool) -> Content:
     for s in spans:
         if s["kind"] == "rejected" and not show_rejected:
             continue
-        content = content.append_text(s["text"], span_style(s["kind"], s["drafter"]))
+        content = content.append_text(safe_text(s["text"]), span_style(s["kind"], s["drafter"]))
     return content
 
 
@@ -70,7 +71,7 @@ def stats_content(stats: dict, finish: str | None) -> Content:
         parts.append(Content.styled("context full", "bold $warning"))
     drafters = stats.get("drafters") or []
     if len(drafters) > 1:
-        parts.append(Content("→".join(drafters)))
+        parts.append(Content(safe_text("→".join(map(str, drafters)))))
     if stats.get("drafted", 0) == 0 and set(drafters) <= {"off"}:
         parts.append(Content(f"{stats.get('tok_s', 0):.1f} tok/s"))
         return Content(" · ").join(parts)
@@ -91,7 +92,7 @@ class UserMessage(Static):
     """What the user sent."""
 
     def __init__(self, text: str) -> None:
-        super().__init__(Content(text), classes="user-message")
+        super().__init__(Content(safe_text(text)), classes="user-message")
         self.text = text
 
 
@@ -208,7 +209,7 @@ class AssistantMessage(Vertical):
         if len(self.chunks) == n_before:
             for s in new:  # the common case: everything went to the live chunk
                 if s["kind"] != "rejected" or self.show_rejected:
-                    self._live = self._live.append_text(s["text"], span_style(s["kind"], s["drafter"]))
+                    self._live = self._live.append_text(safe_text(s["text"]), span_style(s["kind"], s["drafter"]))
         else:
             self._live = spans_content(self.chunks[-1], self.show_rejected)
         self._show()
@@ -245,7 +246,7 @@ class AssistantMessage(Vertical):
         """Flip between the colour view and rendered Markdown."""
         self.markdown_view = not self.markdown_view
         if self.markdown_view and not self.query(Markdown):
-            await self.mount(Markdown(self.text), before=self.query_one(StatsLine))
+            await self.mount(Markdown(safe_text(self.text)), before=self.query_one(StatsLine))
         self.query_one(ReplyBody).display = not self.markdown_view
         for md in self.query(Markdown):
             md.display = self.markdown_view
@@ -273,9 +274,9 @@ class StatusBar(Static):
     def render(self) -> Content:
         s = self.status
         if not s.pair:
-            return Content(s.note or "no model loaded")
+            return Content(safe_text(s.note or "no model loaded"))
         parts = [
-            Content.styled(s.pair, "bold"),
+            Content.styled(safe_text(s.pair), "bold"),
             Content.assemble("drafter ", (s.drafter, "bold $accent"), (f" → {s.choice}" if s.choice else "", "$accent")),
             Content(f"k {s.k}"),
             Content(f"temp {s.temp:g}"),
@@ -284,7 +285,7 @@ class StatusBar(Static):
         if s.live_tok_s is not None:
             parts.append(Content.styled(f"{s.live_tok_s:.1f} tok/s", "bold"))
         if s.note:
-            parts.append(Content.styled(s.note, "italic"))
+            parts.append(Content.styled(safe_text(s.note), "italic"))
         return Content(" · ").join(parts)
 
 
