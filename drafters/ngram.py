@@ -9,6 +9,11 @@ block, not the last place a common n-gram like "    return" appeared).
 It drafts selectively: a short match is weak evidence, so it proposes
 nothing (the round becomes a plain step); a long match, or one seen many
 times, earns a long draft.
+
+A continuation may run into the match itself: when the output loops (a
+repeated line, a table row, one token over and over), the copy goes on
+through the tokens it has just proposed, as llama.cpp's lookup does, so a
+loop of period p still yields a draft of k tokens.
 """
 
 from __future__ import annotations
@@ -75,7 +80,16 @@ class NgramDrafter(Drafter):
             return Draft(source=self.name)
         start, match, seen = found
         length = min(k, self.budget(match, seen))
-        return Draft(tokens=list(self.tokens[start : start + length]), source=self.name)
+        return Draft(tokens=self.continuation(start, length), source=self.name)
+
+    def continuation(self, start: int, n: int) -> list[int]:
+        """n tokens copied from `start` on; past the end of the conversation the
+        copy continues through itself (a loop of period len(tokens) - start)."""
+        out = list(self.tokens[start : start + n])
+        period = len(self.tokens) - start
+        while 0 < period and len(out) < n:
+            out.append(out[-period])
+        return out
 
     def lookup(self, context: Sequence[int]) -> tuple[int, int, int] | None:
         """(continuation start, match length, sightings) of the longest suffix match."""

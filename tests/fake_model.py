@@ -71,3 +71,19 @@ class FakeModel:
 
     def detokenize(self, tokens) -> str:
         return b"".join(self.piece(t) for t in tokens).decode()
+
+
+class LoopingModel(FakeModel):
+    """Greedy output that goes round a cycle of `period` tokens for ever: a
+    repeated line, or (period 1) one token over and over."""
+
+    def __init__(self, period: int, **kw):
+        super().__init__(**kw)
+        self.cycle = list(range(3, 3 + period))
+
+    def row(self, context: list[int]) -> np.ndarray:
+        last = context[-1]
+        i = self.cycle.index(last) + 1 if last in self.cycle else 0
+        out = np.zeros(self.n_vocab, dtype=np.float32)
+        out[self.cycle[i % len(self.cycle)]] = 10.0
+        return out

@@ -12,7 +12,7 @@ from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.engine import Engine
 from specchat.sampling import SamplingParams, probs
-from tests.fake_model import EOS, FakeModel
+from tests.fake_model import EOS, FakeModel, LoopingModel
 
 PROMPT = [5, 9, 3, 7, 5, 9, 3, 11, 2, 5, 9]
 
@@ -112,6 +112,20 @@ def test_adversarial_drafter_gets_nothing_accepted_and_alpha_one():
     assert turn.stats.alpha == pytest.approx(1.0)
     # Every round drafts k=4, except the last three, cut to the room left (3, 2, 1).
     assert turn.stats.drafted == 4 * (turn.stats.verify_rounds - 3) + 3 + 2 + 1
+
+
+@pytest.mark.parametrize("period", [1, 3, 7])
+def test_ngram_drafts_k_tokens_when_the_output_loops(period):
+    model = LoopingModel(period)
+    turn = Engine(model, NgramDrafter(), k=16, baseline_every=0).generate(PROMPT, 400)
+    full = [r.drafted == 16 and len(r.accepted) == 16 for r in turn.rounds]
+    # Once the loop has gone round twice, every round copies 16 tokens through
+    # the loop's own end and the target takes them all (the last round is cut
+    # to the room left).
+    first = full.index(True)
+    assert first <= 2 * period + 4
+    assert all(full[first:-1])
+    assert turn.stats.alpha > 14
 
 
 def test_switching_drafters_mid_reply_keeps_output_and_kv():

@@ -63,7 +63,24 @@ def test_a_proposal_copies_the_continuation_and_respects_k(tokens, k):
     else:
         start, match, seen = hit
         assert 0 < len(draft.tokens) <= k
-        assert draft.tokens == tokens[start : start + len(draft.tokens)]
+        # A copy that reaches the end of the conversation goes on through itself.
+        grown = tokens + draft.tokens
+        assert draft.tokens == grown[start : start + len(draft.tokens)]
+
+
+def test_a_loop_of_one_token_still_drafts_k():
+    tokens = [7, 8] + [5] * 12
+    d = NgramDrafter()
+    d.begin(tokens)
+    assert d.propose(tokens, 16).tokens == [5] * 16
+
+
+def test_a_repeated_line_is_copied_across_its_own_end():
+    line = [10, 11, 12, 13, 14]  # a table row, say, repeated as the reply goes on
+    tokens = [1, 2] + line * 3 + line[:2]
+    d = NgramDrafter()
+    d.begin(tokens)
+    assert d.propose(tokens, 12).tokens == (line[2:] + line * 3)[:12]
 
 
 def test_the_sighting_with_the_longest_match_wins():
