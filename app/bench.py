@@ -30,10 +30,12 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from specchat import scorecard
 from specchat.chat import ChatSession
+from specchat.costmodel import time_decodes
 from specchat.engine import prefill
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams, probs, sample
@@ -186,21 +188,12 @@ def bare_greedy(model, prompt: list[int], max_tokens: int, sampling: SamplingPar
 
 def measure_cost_curve(model, text: list[int], max_positions: int, repeats: int = CURVE_REPEATS) -> CostCurve:
     """Time one decode of n = 1..max_positions positions right after real
-    context, rolling back after each; the median of `repeats` per size."""
+    context (costmodel.time_decodes); the median of `repeats` per size."""
     base = (text * (CURVE_CONTEXT // max(1, len(text)) + 2))[: min(CURVE_CONTEXT, model.n_ctx // 2)]
-    filler = text[:max_positions] or [0] * max_positions
-    filler = (filler * max_positions)[:max_positions]
     model.truncate(0)
     model.eval(base, n_logits=0)
     positions = list(range(1, max_positions + 1))
-    samples: dict[int, list[float]] = {n: [] for n in positions}
-    for rep in range(repeats + 1):  # pass 0 warms each batch shape up, untimed
-        for n in positions:
-            t0 = time.perf_counter()
-            model.eval(filler[:n], n_logits=n)
-            model.truncate(len(base))
-            if rep:
-                samples[n].append(time.perf_counter() - t0)
+    samples = time_decodes(model, positions, repeats, filler=text[: max_positions + 1])
     model.truncate(0)
     return CostCurve(len(base), positions, [statistics.median(samples[n]) for n in positions], repeats)
 
@@ -261,6 +254,7 @@ def machine_facts(session: ChatSession) -> dict:
         "python": platform.python_version(),
         "llama_cpp_python": llama_cpp.__version__,
         "llama_system_info": llama.system_info(),
+        "devices": session.devices,  # backend, device, layers offloaded: target and draft
     }
 
 
@@ -459,7 +453,13 @@ def _bare_stats(tokens: int, t_decode: float, steps: int, prefill: int) -> TurnS
 
 
 def open_bench_session(
-    plan: Plan, pair: str | None = None, target: str | None = None, draft: str | None = None, threads: int | None = None
+    plan: Plan,
+    pair: str | None = None,
+    target: str | None = None,
+    draft: str | None = None,
+    threads: int | None = None,
+    n_gpu_layers: int = -1,
+    draft_n_gpu_layers: int = -1,
 ) -> tuple[ChatSession, dict]:
     """Load the pair once: (session, pair facts for the report)."""
     from specchat.loader import open_session, pair_files
@@ -475,6 +475,8 @@ def open_bench_session(
         baseline_every=0,
         max_tokens=plan.max_tokens,
         threads=threads,
+        n_gpu_layers=n_gpu_layers,
+        draft_n_gpu_layers=draft_n_gpu_layers,
     )
     return session, {"name": label, "target": file_facts(t_path), "draft": file_facts(d_path)}
 
@@ -487,6 +489,7 @@ def show(report: dict, console: Console) -> None:
         f"max {report['settings']['max_tokens']} tokens, temp {report['settings']['temp']}"
     )
     console.print(scorecard.table(report["rows"], title=title))
+    console.print(Text(scorecard.devices_line(m.get("devices") or {}), style="dim"))
     console.print(
         "tok/s: decode only, prefill excluded · off: the off runs decoded in the same prompt cycles as that row · "
         "same: output identical to off · draft/verify/plain/other: shares of decode time · "
@@ -531,6 +534,8 @@ def run_command(
     temp: float,
     json_file: str | None,
     threads: int | None = None,
+    n_gpu_layers: int = -1,
+    draft_n_gpu_layers: int = -1,
 ) -> int:
     """`specchat bench`; returns the exit code (130 when stopped with Ctrl-C)."""
     plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp)
@@ -541,7 +546,9 @@ def run_command(
         console = Console(highlight=False, width=WIDE)  # a file or pipe gets the whole table
     status = Console(stderr=True, highlight=False)
     with status.status("loading the pair"):
-        session, pair_info = open_bench_session(plan, pair, threads=threads)
+        session, pair_info = open_bench_session(
+            plan, pair, threads=threads, n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=draft_n_gpu_layers
+        )
     try:
         bench = Bench(session, plan, console=status)
         bench.run()

@@ -5,6 +5,13 @@ A short calibration measures a few batch sizes; every live round refines the
 estimate (an exponential moving average per size). Sizes never measured are
 interpolated linearly between neighbours, or extrapolated along the last
 measured slope.
+
+Sizes are timed as the engine meets them: a batch of n positions right
+after a single-token step. So the 1-position entry is a step among other
+steps (what an off-mode stream pays; on a GPU with CUDA graphs, a graph
+replay), and a batch pays for the change of shape, as a verify does. The
+steps a stream takes to settle back after a batch are counted on their own
+(`settling`), so auto can charge them to the drafting that causes them.
 """
 
 from __future__ import annotations
@@ -17,11 +24,58 @@ import time
 # which interpolating between far-apart sizes would miss.
 CALIBRATION_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17)
 SMOOTHING = 0.2  # weight of a new observation
+# Plain steps after a batch of another shape before a step costs what it does
+# in a stream of steps: ggml-cuda runs the first without its CUDA graph and
+# captures a new one on the second (ggml_backend_cuda_graph_compute).
+SETTLE_STEPS = 2
+
+
+def interpolate(points: dict[int, float], n: float) -> float:
+    """Seconds for n positions from measured {positions: seconds}: linear
+    between neighbours, along the last slope beyond them (never below zero)."""
+    known = sorted(points)
+    if not known:
+        return float(n)  # no data: assume the CPU worst case, linear
+    if n in points:
+        return points[n]
+    if len(known) == 1:
+        return points[known[0]] * n / known[0]
+    if n < known[0]:
+        return points[known[0]]
+    if n > known[-1]:
+        a, b = known[-2], known[-1]
+        return points[b] + max(0.0, (points[b] - points[a]) / (b - a)) * (n - b)
+    b = next(m for m in known if m > n)
+    a = known[known.index(b) - 1]
+    return points[a] + (points[b] - points[a]) * (n - a) / (b - a)
+
+
+def time_decodes(model, sizes, repeats: int, filler: list[int] | None = None) -> dict[int, list[float]]:
+    """Seconds of one decode of n positions right after the cache, each right
+    after a single-token step, rolled back after; `repeats` samples per size
+    after one untimed pass that warms every shape up."""
+    base = len(model.tokens)
+    filler = filler or [model.tokens[-1] if model.tokens else 0]
+    filler = (filler * (max(sizes) + 1))[: max(sizes) + 1]
+    samples: dict[int, list[float]] = {n: [] for n in sizes}
+    for rep in range(repeats + 1):
+        for n in sizes:
+            if base + 1 + n > model.n_ctx:
+                continue
+            model.eval(filler[:1], n_logits=1)  # the step before, as in a stream
+            t0 = time.perf_counter()
+            model.eval(filler[1 : n + 1], n_logits=n)
+            elapsed = time.perf_counter() - t0
+            model.truncate(base)
+            if rep:
+                samples[n].append(elapsed)
+    return {n: s for n, s in samples.items() if s}
 
 
 class CostModel:
     def __init__(self) -> None:
         self.seconds: dict[int, float] = {}  # positions -> seconds per decode
+        self.settling = 0.0  # extra seconds of the plain steps that settle after a batch, per step
 
     @property
     def calibrated(self) -> bool:
@@ -31,24 +85,15 @@ class CostModel:
         old = self.seconds.get(n)
         self.seconds[n] = seconds if old is None else old + SMOOTHING * (seconds - old)
 
+    def observe_settling(self, seconds: float) -> None:
+        """A plain step taken right after a batch of another shape."""
+        if 1 in self.seconds:
+            extra = max(0.0, seconds - self.seconds[1])
+            self.settling += SMOOTHING * (extra - self.settling)
+
     def step(self, n: int) -> float:
         """Estimated seconds to decode n positions in one call."""
-        if n in self.seconds:
-            return self.seconds[n]
-        known = sorted(self.seconds)
-        if not known:
-            return float(n)  # no data: assume the CPU worst case, linear
-        lo = [m for m in known if m < n]
-        hi = [m for m in known if m > n]
-        if lo and hi:
-            a, b = lo[-1], hi[0]
-            w = (n - a) / (b - a)
-            return self.seconds[a] + w * (self.seconds[b] - self.seconds[a])
-        if len(known) == 1:
-            return self.seconds[known[0]] * n / known[0]
-        a, b = (known[-2], known[-1]) if lo else (known[0], known[1])
-        slope = max(0.0, (self.seconds[b] - self.seconds[a]) / (b - a))
-        return max(1e-6, self.seconds[b if lo else a] + slope * (n - (b if lo else a)))
+        return interpolate(self.seconds, n)
 
     def relative(self, n: int) -> float:
         """Cost of n positions in plain steps."""
@@ -57,18 +102,8 @@ class CostModel:
     def calibrate(self, model, sizes=CALIBRATION_SIZES, repeats: int = 1) -> None:
         """Decode junk batches right after the cache and roll them back.
         Takes the fastest of `repeats` for each size; live rounds refine it."""
-        base = len(model.tokens)
-        filler = model.tokens[-1] if model.tokens else 0
-        for n in sizes:
-            if base + n > model.n_ctx:
-                break
-            best = float("inf")
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                model.eval([filler] * n, n_logits=n)
-                best = min(best, time.perf_counter() - t0)
-                model.truncate(base)
-            self.seconds[n] = best
+        for n, samples in time_decodes(model, sizes, repeats).items():
+            self.seconds[n] = min(samples)
 
     def curve(self, up_to: int) -> list[float]:
         """Relative cost of 1..up_to positions, for display."""

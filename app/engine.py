@@ -6,6 +6,14 @@ is anything with the driver's shape (see llama.py's `Model`; tests use a
 numpy fake). Every round becomes a `Round` event; a turn ends with
 `TurnStats`. Some rounds are plain single-token steps, timed on their own:
 the do-nothing arm that measures the baseline on the same turn.
+
+A baseline sample must cost what a step costs in an off-mode stream. On a
+GPU it does not right after a batch of another shape: ggml-cuda keys its
+CUDA graph by the compute graph and, when the shape changes, runs the next
+step without a graph and captures one on the step after (see
+`ggml_backend_cuda_graph_compute`, "execute directly until stable again").
+So the arm takes its plain steps in runs, and only a plain step that
+follows SETTLE_STEPS plain steps in a row is *steady* and counts as a sample.
 """
 
 from __future__ import annotations
@@ -17,12 +25,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from specchat.costmodel import CostModel
+from specchat.costmodel import SETTLE_STEPS, CostModel
 from specchat.drafters.base import Draft, Drafter
 from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
 from specchat.stats import Round, TurnStats, common_prefix, summarize
 
-MIN_ARM_STEPS = 3  # at least this many baseline steps in a long enough turn
+MIN_SAMPLES = 3  # at least this many baseline samples in a long enough turn
+ARM_SAMPLES = 4  # steady samples a do-nothing run takes once it has settled
 
 
 @dataclass
@@ -114,7 +123,7 @@ class Engine:
             self.drafter.begin(context)
         turn = Turn()
         pieces = _PieceDecoder(self.target)
-        arm_steps = 0
+        arm = _Arm(self.baseline_every)
         i = 0
         t_start = time.perf_counter()
         while len(turn.tokens) < max_tokens:
@@ -125,9 +134,9 @@ class Engine:
                 turn.finish = "context"
                 break
             self._take_switch(context)
-            arm = self._is_arm_step(i, arm_steps)
-            arm_steps += arm
-            r = self._round(context, max_tokens - len(turn.tokens), arm)
+            forced = self.drafter.name != "off" and arm.wants_step(i)
+            r = self._round(context, max_tokens - len(turn.tokens), forced, arm.plain_run)
+            arm.record(r)
             r.accepted_text = pieces.feed(r.accepted)
             r.target_text = pieces.feed([] if r.target is None else [r.target])
             r.rejected_text = self.target.detokenize(r.rejected)
@@ -149,15 +158,9 @@ class Engine:
         turn.stats = summarize(turn.rounds, t_decode, n_prefill, t_prefill)
         return turn
 
-    def _is_arm_step(self, i: int, arm_steps: int) -> bool:
-        n = self.baseline_every
-        if n <= 0 or self.drafter.name == "off":
-            return False
-        # Rounds 2, 4 and 6 guarantee a few baseline samples; then one in n.
-        return (arm_steps < MIN_ARM_STEPS and i > 0 and i % 2 == 0) or i % n == n - 1
-
-    def _round(self, context: list[int], room: int, arm: bool) -> Round:
-        """Draft, verify [pending, d1..dk] in one pass, accept, commit, roll back."""
+    def _round(self, context: list[int], room: int, arm: bool, plain_run: int) -> Round:
+        """Draft, verify [pending, d1..dk] in one pass, accept, commit, roll back.
+        plain_run: how many plain steps came right before this round."""
         t0 = time.perf_counter()
         draft = Draft() if arm else self.drafter.propose(context, min(self.k, room - 1))
         draft.tokens = draft.tokens[: max(0, room - 1)]
@@ -168,7 +171,11 @@ class Engine:
         # KV now holds pending + all drafts; keep pending + the accepted ones.
         self.target.truncate(n_kv + 1 + len(accepted))
         t2 = time.perf_counter()
-        self.costs.observe(len(draft.tokens) + 1, t2 - t1)
+        steady = not draft.tokens and plain_run >= SETTLE_STEPS
+        if draft.tokens or steady:
+            self.costs.observe(len(draft.tokens) + 1, t2 - t1)
+        else:
+            self.costs.observe_settling(t2 - t1)
         if draft.tokens and not arm:
             self.drafter.settle(draft, len(accepted))
         # Drafts after an end-of-generation token were never judged: drop them.
@@ -180,6 +187,7 @@ class Engine:
             drafter=draft.source or self.drafter.name,
             plain=not draft.tokens,
             arm=arm,
+            steady=steady,
             t_draft=t1 - t0,
             t_verify=t2 - t1,
             eos=eos,
@@ -206,6 +214,36 @@ class Engine:
         j = len(draft.tokens)  # full accept: the bonus token
         t = self.target.argmax(j) if sp.greedy else sample(probs(self.target.logits(j), sp), self.rng)
         return accepted, t, self.target.is_eog(t)
+
+
+class _Arm:
+    """When the do-nothing arm takes its forced plain steps.
+
+    Steady plain steps are the baseline's samples, whoever took them (a
+    drafter with nothing to propose takes plain steps too). When the turn has
+    fewer than one sample per `every` rounds, or fewer than MIN_SAMPLES, a run
+    of forced plain steps starts and lasts until it has taken ARM_SAMPLES
+    steady ones (or the missing minimum), settling first where needed."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.samples = 0  # steady plain steps so far
+        self.plain_run = 0  # plain steps in a row right before the next round
+        self.owed = 0  # steady samples the current forced run still has to take
+
+    def wants_step(self, i: int) -> bool:
+        if self.every <= 0:
+            return False
+        if not self.owed and i >= 2 and (self.samples < MIN_SAMPLES or self.samples * self.every < i):
+            self.owed = max(ARM_SAMPLES if self.samples >= MIN_SAMPLES else 0, MIN_SAMPLES - self.samples)
+        return self.owed > 0
+
+    def record(self, r: Round) -> None:
+        self.plain_run = self.plain_run + 1 if r.plain else 0
+        if r.steady:
+            self.samples += 1
+            if r.arm:
+                self.owed -= 1
 
 
 def prefill(model, prompt: Sequence[int]) -> int:

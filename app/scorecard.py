@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from rich import box
 from rich.table import Table
 
-from specchat.stats import Round, TurnStats
+from specchat.costmodel import interpolate
+from specchat.stats import Round, TurnStats, device_text
 
 OFF = "off"
 REFERENCE = "reference"  # the bare greedy loop, no engine
@@ -239,18 +240,8 @@ class CostCurve:
         return self.seconds[0]
 
     def at(self, n: float) -> float:
-        """Seconds for n positions, linear between measured sizes and along
-        the last slope beyond them."""
-        ps, ts = self.positions, self.seconds
-        if n <= ps[0]:
-            return ts[0]
-        for (p0, t0), (p1, t1) in zip(zip(ps, ts), zip(ps[1:], ts[1:])):
-            if n <= p1:
-                return t0 + (n - p0) / (p1 - p0) * (t1 - t0)
-        if len(ps) == 1:
-            return ts[0] * n / ps[0]
-        slope = (ts[-1] - ts[-2]) / (ps[-1] - ps[-2])
-        return ts[-1] + slope * (n - ps[-1])
+        """Seconds for n positions, read off the curve (see costmodel.interpolate)."""
+        return interpolate(dict(zip(self.positions, self.seconds)), n)
 
     def ratios(self) -> list[float]:
         return [t / self.step for t in self.seconds]
@@ -346,6 +337,11 @@ def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
             " ".join(f"{a * 100:.0f}" for a in r["per_position_acceptance"][:POSITIONS_SHOWN]),
         )
     return t
+
+
+def devices_line(devices: dict) -> str:
+    """Where the target and the draft model ran (llama.placement's dicts)."""
+    return " · ".join(f"{role}: {device_text(devices.get(role))}" for role in ("target", "draft"))
 
 
 def curve_line(curve: CostCurve) -> str:

@@ -17,6 +17,7 @@ class Round:
     drafter: str  # who proposed the draft ("off" for a plain step)
     plain: bool  # nothing was drafted: a single-token step
     arm: bool = False  # a forced step of the do-nothing arm (measures the baseline)
+    steady: bool = False  # a plain step after SETTLE_STEPS plain steps in a row: a baseline sample
     t_draft: float = 0.0
     t_verify: float = 0.0
     # Text of the committed pieces, decoded incrementally (UTF-8 safe).
@@ -46,7 +47,7 @@ class TurnStats:
     per_position_acceptance: list[float] = field(default_factory=list)
     tok_s: float = 0.0  # whole turn, wall clock, decode only
     spec_tok_s: float = 0.0  # tokens from verify rounds / their time
-    baseline_tok_s: float | None = None  # from the plain steps of the same turn
+    baseline_tok_s: float | None = None  # from the steady plain steps of the same turn
     speedup: float | None = None  # tok_s / baseline_tok_s
     prefill_tokens: int = 0
     prefill_tok_s: float = 0.0
@@ -73,13 +74,15 @@ def summarize(
 
     Three groups of rounds matter:
     - verify rounds (something was drafted): alpha and acceptance come from them;
-    - plain rounds (a single-token step, forced or because the drafter had
-      nothing): their time is the measured plain-decoding baseline;
+    - steady plain rounds (a single-token step after a few others, forced or
+      because the drafter had nothing): their time is the measured
+      plain-decoding baseline;
     - strategy rounds (all but the forced do-nothing-arm steps): what the
       chosen drafter achieved, which spec_tok_s reports.
     """
     verify = [r for r in rounds if not r.plain]
     plain = [r for r in rounds if r.plain]
+    steady = [r for r in plain if r.steady]
     strategy = [r for r in rounds if not r.arm]
     s = TurnStats()
     s.tokens = sum(len(r.committed) for r in rounds)
@@ -98,8 +101,9 @@ def summarize(
     s.tok_s = s.tokens / t_decode if t_decode > 0 else 0.0
     t_strategy = sum(r.t_draft + r.t_verify for r in strategy)
     s.spec_tok_s = _tokens(strategy) / t_strategy if t_strategy > 0 else 0.0
-    if _tokens(plain) and s.t_plain > 0:
-        s.baseline_tok_s = _tokens(plain) / s.t_plain
+    t_steady = sum(r.t_verify for r in steady)
+    if _tokens(steady) and t_steady > 0:
+        s.baseline_tok_s = _tokens(steady) / t_steady
         # With every step plain (drafter off), the turn is its own baseline.
         ours = s.spec_tok_s if strategy else s.baseline_tok_s
         s.speedup = ours / s.baseline_tok_s
@@ -162,3 +166,10 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def device_text(device: dict | None) -> str:
+    """Where a model runs, from llama.placement: "CUDA · NVIDIA H200 · 29/29 layers offloaded"."""
+    if not device:
+        return "not loaded"
+    return f"{device['backend']} · {device['device']} · {device['gpu_layers']}/{device['layers']} layers offloaded"
