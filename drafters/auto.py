@@ -8,13 +8,21 @@ what short drafts learn also prices long ones. Costs come from the
 engine's measured cost curve and each drafter's measured cost per token.
 So on a CPU where a verify of k+1 positions costs ~k+1 steps, auto drafts
 only on strong evidence; where the curve is flat, it drafts freely.
+
+Everything a draft costs is priced, not just its tokens: the draft model's
+catch-up on tokens it has not seen (it falls behind while auto takes plain
+steps or copies) and, after plain steps, the steps the stream needs to
+settle again (costmodel's `settling`; CUDA graphs on a GPU). The draft model
+is loaded and prefilled in `begin`, before the turn's clock starts, and only
+when it could pay here at all; an unloaded model is never an option.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from specchat.costmodel import CostModel
+from specchat.costmodel import SETTLE_STEPS, CostModel
+
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
@@ -83,15 +91,21 @@ class AutoDrafter(Drafter):
         self.rounds = 0
         self.choice = "off"  # the last decision, for the status bar
         self.chosen: dict[str, int] = {}  # how often each option won
+        self.k_hint = 16  # the k of the last proposal (begin has none)
         self._last: Acceptance | None = None
 
     # --- keeping the inner drafters in sync -------------------------------------------
 
     def begin(self, context: Sequence[int]) -> None:
         self.ngram.begin(context)
-        if self.model is not None and self.model.loaded:
-            self.model.begin(context)  # prefill now, not inside a timed round
+        if self.model is not None and (self.model.loaded or self._model_may_pay()):
+            self.model.begin(context)  # load and prefill now, not inside a timed round
         self.chosen = {}  # counted per turn
+
+    def _model_may_pay(self) -> bool:
+        """Could the draft model beat a plain step here, judged optimistically?"""
+        length, rate = self._best_length(self.model_acc, self.k_hint, self._draft_step(), 0.5)
+        return length > 0 and rate > 1.0 / self.costs.step(1)
 
     def observe(self, committed: Sequence[int]) -> None:
         self.ngram.observe(committed)
@@ -100,6 +114,7 @@ class AutoDrafter(Drafter):
 
     def propose(self, context: Sequence[int], k: int) -> Draft:
         self.rounds += 1
+        self.k_hint = max(1, k)
         optimism = 0.5 if self.rounds % EXPLORE_EVERY == 0 else 0.0
         best_rate, best = 1.0 / self.costs.step(1), None  # a plain step
         for option in self._options(context, k, optimism):
@@ -118,24 +133,31 @@ class AutoDrafter(Drafter):
     def _options(self, context: Sequence[int], k: int, optimism: float):
         """(tokens/s, source, length, estimator, candidate tokens) for the best length of each drafter."""
         self.ngram._extend(context)
+        # Leaving a run of plain steps costs the steps that settle after it.
+        settle = SETTLE_STEPS * self.costs.settling if self.choice == "off" else 0.0
         hit = self.ngram.lookup(context)
         if hit is not None:
             start, match, _ = hit
-            candidate = self.ngram.tokens[start : start + k]
+            candidate = self.ngram.continuation(start, k)
             acc = self.ngram_acc[min(match, MAX_BUCKET)]
-            length, rate = self._best_length(acc, len(candidate), 0.0, optimism)
+            length, rate = self._best_length(acc, len(candidate), 0.0, optimism, settle)
             if length:
                 yield rate, "ngram", length, acc, candidate
-        if self.model is not None:
-            length, rate = self._best_length(self.model_acc, k, self._draft_step(), optimism)
+        if self.model is not None and self.model.loaded:
+            fixed = settle + self.model.catch_up_cost(context)
+            length, rate = self._best_length(self.model_acc, k, self._draft_step(), optimism, fixed)
             if length:
                 yield rate, "draft", length, self.model_acc, None
 
-    def _best_length(self, acc: Acceptance, n: int, per_token: float, optimism: float) -> tuple[int, float]:
+    def _best_length(
+        self, acc: Acceptance, n: int, per_token: float, optimism: float, fixed: float = 0.0
+    ) -> tuple[int, float]:
+        """(length, tokens per second) of the best draft of 1..n tokens, each
+        costing per_token to draft, plus `fixed` seconds per round."""
         expected = acc.expected_tokens(n, optimism)
         best = (0, 0.0)
         for length in range(1, n + 1):
-            rate = expected[length] / (self.costs.step(length + 1) + per_token * length)
+            rate = expected[length] / (self.costs.step(length + 1) + per_token * length + fixed)
             if rate > best[1]:
                 best = (length, rate)
         return best

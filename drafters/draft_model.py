@@ -4,6 +4,11 @@ The draft model runs in its own llama.cpp context. Before each proposal it
 syncs its KV cache to the committed tokens (feeding only what it lacks),
 then decodes k tokens one at a time: greedy, or sampled with the same chain
 as the target, keeping each q row for exact acceptance.
+
+A short catch-up (the usual one to three tokens after a verify) is fed one
+token at a time, so every decode the draft model sees has the same shape
+and a GPU keeps replaying its CUDA graph; a long one goes in one batch. Its
+cost per token is measured, for auto to price falling behind.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from specchat.drafters.base import Draft, Drafter
 from specchat.sampling import SamplingParams, probs, sample
 from specchat.stats import common_prefix
 
+SINGLE_STEP_CATCH_UP = 4  # catch-ups this short are fed token by token
 
 class DraftModelDrafter(Drafter):
     name = "draft"
@@ -28,6 +34,8 @@ class DraftModelDrafter(Drafter):
         self.sampling = sampling
         self.rng = np.random.default_rng(sampling.seed + 1)
         self.seconds_per_token: float | None = None  # drafting time of the last proposal, sync excluded
+        self.sync_per_token: float | None = None  # seconds per token of the last batched catch-up
+        self._synced = 0  # context length at the last sync
 
     @property
     def model(self):
@@ -66,11 +74,26 @@ class DraftModelDrafter(Drafter):
         self.seconds_per_token = (time.perf_counter() - t0) / len(tokens)
         return Draft(tokens=tokens, q=qs, source=self.name)
 
+    def catch_up_cost(self, context: Sequence[int]) -> float:
+        """Estimated seconds to feed the tokens the model has not seen yet."""
+        behind = len(context) - self._synced
+        if behind <= SINGLE_STEP_CATCH_UP:
+            return behind * (self.seconds_per_token or 0.0)
+        return behind * (self.sync_per_token or self.seconds_per_token or 0.0)
+
     def _sync(self, m, context: Sequence[int]) -> None:
         """Make the draft KV hold exactly `context`, with logits for its last position."""
         keep = common_prefix(m.tokens, context[:-1])  # always re-feed the last token for fresh logits
         m.truncate(keep)
-        m.eval(list(context[keep:]), n_logits=1)
+        todo = list(context[keep:])
+        if len(todo) <= SINGLE_STEP_CATCH_UP:
+            for t in todo:
+                m.eval([t], n_logits=1)
+        else:
+            t0 = time.perf_counter()
+            m.eval(todo, n_logits=1)
+            self.sync_per_token = (time.perf_counter() - t0) / len(todo)
+        self._synced = len(context)
 
     def close(self) -> None:
         if self._model is not None and hasattr(self._model, "close"):

@@ -44,6 +44,11 @@ class ScriptedModel(DraftModelDrafter):
         super().__init__(load=lambda: None)
         self.calls = 0
 
+    loaded = True  # as if begin had loaded it
+
+    def begin(self, context):
+        pass
+
     def propose(self, context, k):
         self.calls += 1
         return Draft([7] * k, source="draft")
