@@ -39,6 +39,8 @@ class ChatSession:
         self.system = system
         self.max_tokens = max_tokens
         self.messages: list[dict] = []  # {"role", "content"}, system excluded
+        # Where each model runs (llama.placement): the draft's once it has loaded.
+        self.devices: dict[str, dict | None] = {"target": getattr(target, "device", None), "draft": None}
         self.costs = CostModel()
         self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior)
         self.engine = Engine(

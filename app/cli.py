@@ -150,7 +150,8 @@ def run(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
     ctx: Optional[int] = typer.Option(None, "--ctx", help="Context size (default: min(8192, trained))."),
-    n_gpu_layers: int = typer.Option(-1, "--n-gpu-layers", help="Layers to offload (-1 = all; no-op on CPU)."),
+    n_gpu_layers: int = typer.Option(-1, "--n-gpu-layers", help="Target layers to offload to the GPU (-1 = all, 0 = none; no-op on a CPU build)."),
+    draft_n_gpu_layers: int = typer.Option(-1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."),
     verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
 ) -> None:
     """Generate one reply and show how speculation did."""
@@ -179,6 +180,7 @@ def run(
             threads=checks.threads(threads) or None,
             ctx=checks.ctx(ctx) or None,
             n_gpu_layers=n_gpu_layers,
+            draft_n_gpu_layers=draft_n_gpu_layers,
             verbose=verbose,
         )
         raise typer.Exit(run_once(session, prompt, json_out=json_out, identical=check_identical))
@@ -202,6 +204,8 @@ def bench(
     temp: float = typer.Option(0.0, "--temp", help="Temperature."),
     json_file: Optional[str] = typer.Option(None, "--json", help="Write every figure to this file."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
+    n_gpu_layers: int = typer.Option(-1, "--n-gpu-layers", help="Target layers to offload to the GPU (-1 = all, 0 = none)."),
+    draft_n_gpu_layers: int = typer.Option(-1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."),
 ) -> None:
     """Measure every drafter against plain decoding on this machine."""
     from specchat import checks
@@ -221,6 +225,8 @@ def bench(
             temp=temp,
             json_file=json_file,
             threads=threads,
+            n_gpu_layers=n_gpu_layers,
+            draft_n_gpu_layers=draft_n_gpu_layers,
         )
     except SpecchatError as err:
         _fail(err)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -22,6 +23,7 @@ import llama_cpp as C
 from specchat.errors import SpecchatError
 
 _log_lines: list[str] = []  # llama.cpp's chatter, kept for --verbose and errors
+_load_log: list[str] | None = None  # every line while a model loads (it says where the layers went)
 _verbose = False
 
 
@@ -30,9 +32,10 @@ def _log(level: int, text: bytes, user_data) -> None:
     line = text.decode("utf-8", errors="replace")
     if _verbose:
         sys.stderr.write(line)
-    else:
-        _log_lines.append(line)
-        del _log_lines[:-200]
+    _log_lines.append(line)
+    del _log_lines[:-200]
+    if _load_log is not None:
+        _load_log.append(line)
 
 
 C.llama_log_set(_log, ctypes.c_void_p(0))
@@ -80,11 +83,18 @@ class Model:
             raise SpecchatError(f"no model file at {self.path}", hint="check the path or run `specchat pull`")
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = 999 if n_gpu_layers < 0 else n_gpu_layers
-        self.model = C.llama_model_load_from_file(str(self.path).encode(), mp)
+        global _load_log
+        _load_log = []
+        try:
+            self.model = C.llama_model_load_from_file(str(self.path).encode(), mp)
+            load_log, _load_log = _load_log, None
+        finally:
+            _load_log = None
         if not self.model:
             tail = "".join(_log_lines[-5:]).strip().splitlines()
             reason = tail[-1] if tail else "llama.cpp could not read it"
             raise SpecchatError(f"cannot load {self.path.name}: {reason}", hint="is it a complete GGUF file?")
+        self.device = placement(load_log, C.llama_model_n_layer(self.model) + 1)
         self.vocab = C.llama_model_get_vocab(self.model)
         self.n_vocab = C.llama_vocab_n_tokens(self.vocab)
         trained = C.llama_model_n_ctx_train(self.model)
@@ -101,7 +111,7 @@ class Model:
         self.n_batch = C.llama_n_batch(self.ctx)
         self.n_threads = threads
         # Decoding keeps every core busy: llama.cpp runs on the CPU with a thread per core.
-        self.cpu_bound = not (C.llama_supports_gpu_offload() and n_gpu_layers != 0) and threads >= physical_cores()
+        self.cpu_bound = not self.device["gpu_layers"] and threads >= physical_cores()
         self.mem = C.llama_get_memory(self.ctx)
         self.batch = C.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []  # what the KV cache holds, in order
@@ -212,6 +222,39 @@ class Model:
             self.close()
         except Exception:
             pass
+
+
+# --- where a model runs ---------------------------------------------------------
+
+
+def placement(load_log: list[str], layers: int) -> dict:
+    """Backend, device and offloaded layers of a model, as llama.cpp reported
+    them while loading it ("using device CUDA0 (NVIDIA H200)", "offloaded
+    29/29 layers to GPU"); a build without GPU offload runs on the CPU."""
+    text = "".join(load_log)
+    used = re.findall(r"using device (\S+) \((.*?)\)", text)
+    offloaded = re.search(r"offloaded (\d+)/(\d+) layers to GPU", text)
+    gpu_layers = int(offloaded.group(1)) if offloaded else 0
+    if offloaded:
+        layers = int(offloaded.group(2))
+    if gpu_layers and used:
+        name, description = used[0]
+        return {"backend": re.sub(r"\d+$", "", name), "device": description,
+                "gpu_layers": gpu_layers, "layers": layers}
+    return {"backend": "CPU", "device": cpu_name(), "gpu_layers": 0, "layers": layers}
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
 
 
 def system_info() -> str:

@@ -1,9 +1,15 @@
 """Open a pair for chatting: find its files, check the tokenizers match,
-load the target now and the draft model on first use."""
+load the target now and the draft model on first use.
+
+Where each model runs (backend, device, layers offloaded) is kept on the
+session; a target on a GPU with its draft on the CPU gets a warning, since
+then every drafted token costs a CPU step.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from specchat.chat import ChatSession
 from specchat.errors import SpecchatError
@@ -42,7 +48,9 @@ def open_session(
     threads: int | None = None,
     ctx: int | None = None,
     n_gpu_layers: int = -1,
+    draft_n_gpu_layers: int = -1,
     verbose: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> ChatSession:
     from specchat import llama
 
@@ -56,9 +64,14 @@ def open_session(
 
     def load_draft():
         # Same context size as the target, so the draft can follow the whole conversation.
-        return llama.Model(d_path, n_ctx=target_model.n_ctx, n_threads=threads, n_gpu_layers=n_gpu_layers)
+        m = llama.Model(d_path, n_ctx=target_model.n_ctx, n_threads=threads, n_gpu_layers=draft_n_gpu_layers)
+        session.devices["draft"] = m.device
+        problem = placement_warning(target_model.device, m.device)
+        if problem:
+            (warn or _print_warning)(problem)
+        return m
 
-    return ChatSession(
+    session = ChatSession(
         target_model,
         load_draft if d_path is not None else None,
         drafter=drafter,
@@ -71,3 +84,23 @@ def open_session(
         # A draft step costs about its share of the target's bytes, until measured.
         draft_cost_prior=d_path.stat().st_size / t_path.stat().st_size if d_path else 0.5,
     )
+    session.devices["target"] = target_model.device
+    return session
+
+
+def placement_warning(target: dict, draft: dict) -> str | None:
+    """Say so when the target is offloaded and the draft (partly) is not."""
+    if target["gpu_layers"] and draft["gpu_layers"] < draft["layers"]:
+        return (
+            f"the target runs on {target['backend']} but the draft model has {draft['gpu_layers']}/"
+            f"{draft['layers']} layers offloaded, so drafting runs on the CPU; "
+            "pass --draft-n-gpu-layers -1 to offload it all"
+        )
+    return None
+
+
+def _print_warning(text: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    Console(stderr=True, highlight=False).print(Text(f"warning: {text}", style="yellow"))

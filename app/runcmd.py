@@ -84,6 +84,7 @@ def as_json(session: ChatSession, turn: Turn) -> dict:
         "k": session.k,
         "threads": getattr(session.target, "n_threads", None),
         "n_ctx": session.n_ctx,
+        "devices": session.devices,  # backend, device, layers offloaded; draft None if never loaded
     }
 
 

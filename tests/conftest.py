@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import specchat  # noqa: F401  before any test module imports numpy: see app/native.py
+
 # --- model store fixtures (owned by catalog/store/pull) -------------------------------
 # Real model files live in a store outside the clone, shared by every test run:
 # SPECCHAT_TEST_MODELS, default ~/.cache/specchat/test-models. A missing pair is

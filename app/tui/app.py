@@ -576,7 +576,7 @@ class SpecchatApp(App):
     def _refresh_panel(self) -> None:
         panel = self.query_one(StatsPanel)
         if panel.display:
-            panel.show(self.turns)
+            panel.show(self.turns, self.session.devices if self.session else {})
 
     def action_history(self) -> None:
         if self.history is None:

@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Markdown, Sparkline, Static, TextArea
 
-from specchat.stats import merge_spans
+from specchat.stats import device_text, merge_spans
 from specchat.textsafe import safe_text
 
 # --- spans --------------------------------------------------------------------
@@ -308,17 +308,23 @@ class StatsPanel(Vertical):
         yield Sparkline([], id="speedup-spark")
         yield Static("", id="panel-numbers")
 
-    def show(self, turns: list[dict]) -> None:
+    def show(self, turns: list[dict], devices: dict | None = None) -> None:
         self.query_one("#alpha-spark", Sparkline).data = [t.get("alpha", 0.0) for t in turns]
         self.query_one("#speedup-spark", Sparkline).data = [t.get("speedup") or 0.0 for t in turns]
-        self.query_one("#panel-numbers", Static).update(panel_text(turns))
+        self.query_one("#panel-numbers", Static).update(panel_text(turns, devices or {}))
 
 
-def panel_text(turns: list[dict]) -> Content:
+def devices_content(devices: dict) -> list[Content]:
+    """Where the target and the draft model run: backend, device, layers offloaded."""
+    return [Content(f"{role:>6}: {safe_text(device_text(devices.get(role)))}") for role in ("target", "draft")]
+
+
+def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
+    where = devices_content(devices) + [Content("")] if devices else []
     if not turns:
-        return Content("no replies yet")
+        return Content("\n").join(where + [Content("no replies yet")])
     last = turns[-1]
-    lines = [Content(f"last α {last.get('alpha', 0):.2f} · speedup {_num(last.get('speedup'), '.2f')}×"),
+    lines = where + [Content(f"last α {last.get('alpha', 0):.2f} · speedup {_num(last.get('speedup'), '.2f')}×"),
              Content(""), Content("acceptance by draft position (last reply)")]
     for i, share in enumerate(last.get("per_position_acceptance") or []):
         lines.append(Content.assemble(f"{i + 1:>3} ", (bar(share), "$spec-accepted"), f" {share * 100:3.0f}%"))

@@ -1,0 +1,83 @@
+"""Where models run: llama.cpp loads before numpy in every entry point, and
+the backend, device and offloaded layers of target and draft are reported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from specchat.llama import placement
+from specchat.loader import placement_warning
+from specchat.stats import device_text
+
+# Each entry point, imported first in a fresh interpreter, must map libllama
+# before numpy is imported (native.py says why: a CUDA build with its own
+# libstdc++ segfaulted in llama_model_load_from_file when numpy came first).
+ENTRY_POINTS = ["specchat.cli", "specchat.engine", "specchat.drafters", "specchat.bench",
+                "specchat.tui.app", "specchat.sampling", "specchat.llama", "tests.conftest"]
+
+
+@pytest.mark.parametrize("module", ENTRY_POINTS)
+def test_llama_cpp_loads_before_numpy_whatever_is_imported_first(module):
+    code = (
+        f"import {module}, sys, specchat.native as n\n"
+        "import numpy\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print(n.loaded_before_numpy, 'libllama' in maps)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]
+
+
+def test_numpy_imported_before_specchat_is_reported_not_hidden():
+    code = "import numpy, specchat.native as n; print(n.loaded_before_numpy)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False"]
+
+
+CUDA_LOG = [
+    "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (0000:19:00.0) - 139773 MiB free\n",
+    "load_tensors: offloading output layer to GPU\n",
+    "load_tensors: offloading 28 repeating layers to GPU\n",
+    "load_tensors: offloaded 29/29 layers to GPU\n",
+]
+
+
+def test_placement_reads_what_llama_cpp_said_while_loading():
+    assert placement(CUDA_LOG, 29) == {"backend": "CUDA", "device": "NVIDIA H200", "gpu_layers": 29, "layers": 29}
+    partial = CUDA_LOG[:1] + ["load_tensors: offloaded 10/29 layers to GPU\n"]
+    assert placement(partial, 29)["gpu_layers"] == 10
+    metal = ["llama_model_load_from_file_impl: using device Metal (Apple M3 Max) (unknown id) - 98304 MiB free\n",
+             "load_tensors: offloaded 25/25 layers to GPU\n"]
+    assert placement(metal, 25)["backend"] == "Metal"
+    cpu = placement(["load_tensors: CPU_Mapped model buffer size = 1000 MiB\n"], 31)
+    assert cpu["backend"] == "CPU" and cpu["gpu_layers"] == 0 and cpu["layers"] == 31
+
+
+def test_a_target_on_the_gpu_with_its_draft_on_the_cpu_gets_a_warning():
+    gpu = placement(CUDA_LOG, 29)
+    cpu = {"backend": "CPU", "device": "x", "gpu_layers": 0, "layers": 25}
+    assert "--draft-n-gpu-layers -1" in placement_warning(gpu, cpu)
+    assert placement_warning(gpu, {**gpu, "layers": 25, "gpu_layers": 25}) is None
+    assert placement_warning(cpu, cpu) is None  # both on the CPU: nothing to say
+    assert device_text(gpu) == "CUDA · NVIDIA H200 · 29/29 layers offloaded"
+    assert device_text(None) == "not loaded"
+
+
+@pytest.mark.real
+def test_run_json_names_the_backend_of_target_and_draft(tiny_pair):
+    target, draft = map(str, tiny_pair)
+    out = subprocess.run(
+        [sys.executable, "-m", "specchat.cli", "run", "Say hi.", "--target", target, "--draft", draft,
+         "--drafter", "draft", "--k", "2", "--max-tokens", "8", "--json", "--n-gpu-layers", "0"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    devices = json.loads(out.stdout)["devices"]
+    for role in ("target", "draft"):  # this machine has no GPU: llama.cpp runs all 31 layers on the CPU
+        assert devices[role]["backend"] == "CPU" and devices[role]["gpu_layers"] == 0
+        assert devices[role]["layers"] == 31
