@@ -16,6 +16,7 @@ steps a stream takes to settle back after a batch are counted on their own
 
 from __future__ import annotations
 
+import bisect
 import time
 
 # Every size up to 8, then the usual draft lengths: CPU kernels change at
@@ -30,10 +31,11 @@ SMOOTHING = 0.2  # weight of a new observation
 SETTLE_STEPS = 2
 
 
-def interpolate(points: dict[int, float], n: float) -> float:
+def interpolate(points: dict[int, float], n: float, known: list[int] | None = None) -> float:
     """Seconds for n positions from measured {positions: seconds}: linear
-    between neighbours, along the last slope beyond them (never below zero)."""
-    known = sorted(points)
+    between neighbours, along the last slope beyond them (never below zero).
+    `known` is sorted(points), for callers that keep it."""
+    known = sorted(points) if known is None else known
     if not known:
         return float(n)  # no data: assume the CPU worst case, linear
     if n in points:
@@ -45,8 +47,8 @@ def interpolate(points: dict[int, float], n: float) -> float:
     if n > known[-1]:
         a, b = known[-2], known[-1]
         return points[b] + max(0.0, (points[b] - points[a]) / (b - a)) * (n - b)
-    b = next(m for m in known if m > n)
-    a = known[known.index(b) - 1]
+    i = bisect.bisect_right(known, n)
+    a, b = known[i - 1], known[i]
     return points[a] + (points[b] - points[a]) * (n - a) / (b - a)
 
 
@@ -75,7 +77,16 @@ def time_decodes(model, sizes, repeats: int, filler: list[int] | None = None) ->
 class CostModel:
     def __init__(self) -> None:
         self.seconds: dict[int, float] = {}  # positions -> seconds per decode
+        self._known: list[int] = []  # sorted(self.seconds), kept: auto asks for many sizes every round
         self.settling = 0.0  # extra seconds of the plain steps that settle after a batch, per step
+
+    @classmethod
+    def from_points(cls, points: dict[int, float]) -> CostModel:
+        """A cost model that starts from a curve measured elsewhere."""
+        c = cls()
+        c.seconds = dict(points)
+        c._known = sorted(points)
+        return c
 
     @property
     def calibrated(self) -> bool:
@@ -84,6 +95,8 @@ class CostModel:
     def observe(self, n: int, seconds: float) -> None:
         old = self.seconds.get(n)
         self.seconds[n] = seconds if old is None else old + SMOOTHING * (seconds - old)
+        if old is None:
+            bisect.insort(self._known, n)
 
     def observe_settling(self, seconds: float) -> None:
         """A plain step taken right after a batch of another shape."""
@@ -93,7 +106,7 @@ class CostModel:
 
     def step(self, n: int) -> float:
         """Estimated seconds to decode n positions in one call."""
-        return interpolate(self.seconds, n)
+        return interpolate(self.seconds, n, self._known)
 
     def relative(self, n: int) -> float:
         """Cost of n positions in plain steps."""
@@ -104,6 +117,7 @@ class CostModel:
         Takes the fastest of `repeats` for each size; live rounds refine it."""
         for n, samples in time_decodes(model, sizes, repeats).items():
             self.seconds[n] = min(samples)
+        self._known = sorted(self.seconds)
 
     def curve(self, up_to: int) -> list[float]:
         """Relative cost of 1..up_to positions, for display."""
