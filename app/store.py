@@ -204,7 +204,7 @@ def resolve_pair(name: str | None = None, root: Path | None = None) -> tuple[Pat
 def damaged(f: ModelFile, pair: str, root: Path | None = None) -> SpecchatError:
     return SpecchatError(
         f"{file_path(f, root)} does not match the sha256 it was pulled with: the file changed on disk",
-        hint=f"specchat pull {pair}  (it downloads the file again)",
+        hint=f"run `specchat pull {pair}` to download it again",
     )
 
 

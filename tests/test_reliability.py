@@ -30,7 +30,7 @@ from specchat.catalog import ModelFile, load_catalog
 from specchat.cli import app as cli_app
 from specchat.config import Settings, read_settings, save_settings
 from specchat.errors import SpecchatError
-from specchat.history import Conversation, History, Message, open_history, to_markdown
+from specchat.history import Conversation, History, Message, to_markdown
 from specchat.pull import pull_pair
 from specchat.stats import Round
 from specchat.themes import load_user_themes
@@ -275,7 +275,7 @@ def test_a_flipped_byte_is_not_verified(pairs):
     with pytest.raises(SpecchatError) as err:
         store.resolve_pair("one")
     assert err.value.message == f"{path} does not match the sha256 it was pulled with: the file changed on disk"
-    assert err.value.hint.startswith("specchat pull one")
+    assert err.value.hint == "run `specchat pull one` to download it again"
     lines = cli("models").stdout.splitlines()
     assert "  one (custom): partly pulled" in lines
     assert "    target     5.0 kB  DAMAGED: changed on disk, its sha256 no longer matches; fix: specchat pull one" in lines
@@ -288,7 +288,7 @@ def test_run_refuses_a_damaged_file_naming_it_and_the_fix(pairs, specchat_home):
     lines = err_lines(done)
     assert done.returncode == 1
     assert lines[0] == f"error: {path} does not match the sha256 it was pulled with: the file changed on disk"
-    assert lines[1] == "hint: specchat pull one  (it downloads the file again)"
+    assert lines[1] == "hint: run `specchat pull one` to download it again"
 
 
 def test_models_verify_rehashes_even_when_the_mtime_hides_a_change(pairs):
@@ -340,6 +340,8 @@ def test_the_store_keeps_each_revision_apart(hub_server, write_pairs):
 
 
 def test_a_garbage_history_is_kept_aside_and_a_fresh_one_started(tmp_path):
+    from specchat.history import open_history
+
     path = tmp_path / "history.sqlite3"
     garbage = b"this is not a database at all " * 100
     path.write_bytes(garbage)
@@ -360,12 +362,16 @@ def test_a_foreign_database_is_kept_aside_too(tmp_path):
     db.execute("CREATE TABLE conversations (x)")
     db.commit()
     db.close()
+    from specchat.history import open_history
+
     history, note = open_history(path)
     assert history is not None and "not a specchat history" in note
     history.close()
 
 
 def test_a_read_only_data_folder_means_chatting_without_saving(tmp_path):
+    from specchat.history import open_history
+
     folder = tmp_path / "data"
     with read_only(folder):
         history, note = open_history(folder / "history.sqlite3")
@@ -605,3 +611,20 @@ def test_two_pairs_sharing_every_file_are_removed_together(write_pairs):
     assert both.exit_code == 0
     assert both.stdout.splitlines() == [f"deleted {p}" for p in paths]
     assert not any(p.exists() for p in paths)
+
+
+async def test_the_chat_refuses_a_damaged_pair_naming_the_file_and_the_fix(pairs, tmp_path):
+    from tests.test_tui import wait_until
+
+    from specchat.tui.app import SpecchatApp
+    from specchat.tui.models import Models
+
+    path = store.file_path(pairs.get("one").draft)
+    flip_a_byte(path)
+    app = SpecchatApp(Models(), Settings(pair="one"), history=History(tmp_path / "h.sqlite3"), save_settings=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_until(pilot, lambda: any(n.title == "loading failed" for n in app._notifications))
+        (note,) = [n.message for n in app._notifications if n.title == "loading failed"]
+        assert note == (f"{path} does not match the sha256 it was pulled with: the file changed on disk "
+                        "(run `specchat pull one` to download it again)")
+        assert app.session is None

@@ -36,9 +36,12 @@ class Models:
         return default_pair_name()
 
     def is_pulled(self, name: str) -> bool:
+        """Both files are in the store. One whose bytes changed counts too:
+        opening it then fails with a message that names the file and the fix."""
         from specchat.store import pair_status
 
-        return pair_status(name)[0]["ready"]
+        entry = pair_status(name)[0]
+        return all(entry[role]["state"] in ("verified", "damaged") for role in ("target", "draft"))
 
     def pull(self, name: str) -> None:
         """Blocking; run it in a thread. Progress comes from `pull_progress`."""
