@@ -146,6 +146,13 @@ def install(partial: Path, f: ModelFile, *, sha256: str, size: int, source: str,
     return path
 
 
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
 class Busy(SpecchatError):
     """Another process holds a file's lock (a pull under way)."""
 
@@ -169,7 +176,7 @@ def lock(f: ModelFile, root: Path | None = None, wait: bool = True) -> Iterator[
             try:
                 # `rm` deletes the lock file while holding it: a lock taken on
                 # a deleted file guards nothing, so take the new one.
-                if lock_path.exists() and os.stat(lock_path).st_ino == os.fstat(handle.fileno()).st_ino:
+                if _inode(lock_path) == os.fstat(handle.fileno()).st_ino:
                     yield
                     return
             finally:
