@@ -658,3 +658,41 @@ async def test_the_chat_refuses_a_damaged_pair_naming_the_file_and_the_fix(pairs
         assert note == (f"{path} does not match the sha256 it was pulled with: the file changed on disk "
                         "(run `specchat pull one` to download it again)")
         assert app.session is None
+
+
+async def test_an_unknown_pair_in_the_settings_falls_back_to_the_default(specchat_home):
+    from tests.test_tui import wait_until
+
+    from specchat.tui.app import SpecchatApp
+    from specchat.tui.models import Models
+
+    app = SpecchatApp(Models(), Settings(pair="nope"), history=None, save_settings=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")
+        (note,) = [n.message for n in app._notifications if n.title == "model pairs"]
+        assert note.startswith("unknown pair 'nope' (known pairs: qwen2.5-coder-1.5b, ")
+        assert app.screen.pair_name == load_catalog().default  # offered instead
+
+
+async def test_a_broken_pairs_file_never_stops_the_chat(write_pairs, specchat_home):
+    from tests.test_tui import wait_until
+
+    from specchat.tui.app import SpecchatApp
+    from specchat.tui.models import Models
+
+    path = write_pairs("[pairs.x\n")
+    app = SpecchatApp(Models(), Settings(), history=None, save_settings=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_until(pilot, lambda: any(n.title == "model pairs" for n in app._notifications))
+        await pilot.press("f4")
+        await pilot.pause()
+        notes = [n.message for n in app._notifications if n.title == "model pairs"]
+        assert len(notes) == 2 and all(m.startswith(f"{path} is not valid TOML") for m in notes)
+        assert app.is_running and app.session is None
+
+
+def test_chat_with_an_unknown_pair_is_one_line(tmp_path):
+    done = specchat("chat", "--pair", "nope", env={"SPECCHAT_HOME": str(tmp_path)})
+    lines = err_lines(done)
+    assert done.returncode == 1
+    assert lines == ["error: unknown pair 'nope'", lines[1]] and lines[1].startswith("hint: known pairs: ")

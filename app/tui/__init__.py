@@ -8,6 +8,7 @@ def run_chat(pair: str | None = None, drafter: str | None = None, k: int | None 
              theme: str | None = None) -> int:
     """Run the chat; returns the exit code (1 when the app crashed)."""
     from specchat import checks
+    from specchat.catalog import load_catalog
     from specchat.config import read_settings
     from specchat.history import open_history
     from specchat.tui.app import SpecchatApp
@@ -21,6 +22,8 @@ def run_chat(pair: str | None = None, drafter: str | None = None, k: int | None 
         checks.drafter(drafter)
     if k is not None:
         checks.k(k)
+    if pair is not None:
+        load_catalog().get(pair)  # an unknown --pair is one line, before the app starts
     history, note = open_history()
     app = SpecchatApp(Models(), settings, pair=pair, drafter=drafter, k=k, history=history,
                       config_errors=loaded.errors, history_note=note)

@@ -291,8 +291,16 @@ class SpecchatApp(App):
     # --- loading a pair -------------------------------------------------------------
 
     def open_pair(self, pair: str | None, drafter: str, k: int) -> None:
-        pair = pair or self.models.default_pair()
-        if not self.models.is_pulled(pair):
+        asked = pair
+        try:
+            pair = pair or self.models.default_pair()
+            pulled = self.models.is_pulled(pair)
+        except SpecchatError as err:  # an unknown pair in the settings, a broken pairs.toml
+            self._cannot_list_pairs(err)
+            if asked:
+                self.open_pair(None, drafter, k)  # the default pair instead
+            return
+        if not pulled:
             self._set_status(note=f"no model: '{pair}' is not pulled (F4 picks or pulls a pair)")
             reason = f"specchat chats with a pair of local models; '{pair}' is not in the store yet."
 
@@ -604,7 +612,16 @@ class SpecchatApp(App):
                 k = self.session.k if self.session else self.start_k
                 self.open_pair(name, drafter, k)
 
-        self.push_screen(PairPicker(self.models.pairs(), current), chosen)
+        try:
+            pairs = self.models.pairs()
+        except SpecchatError as err:  # a broken pairs.toml
+            self._cannot_list_pairs(err)
+            return
+        self.push_screen(PairPicker(pairs, current), chosen)
+
+    def _cannot_list_pairs(self, err: SpecchatError) -> None:
+        self._set_status(note=f"no model: {err.message}")
+        self.notify(err.message + (f" ({err.hint})" if err.hint else ""), title="model pairs", severity="error", timeout=20)
 
     def _last_reply(self) -> AssistantMessage | None:
         replies = self.query(AssistantMessage)
