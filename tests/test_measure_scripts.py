@@ -39,3 +39,23 @@ def test_thread_vs_main_takes_turns_on_the_tiny_pair(tiny_pair):
     for kind in ("thread", "app"):
         assert re.search(rf"^{kind} vs main, slower per token, 2 replies: median [-+]\d+\.\d%", out, re.M), out
     assert out.count("the 1 sets' medians: ") == 2, out
+
+
+@pytest.mark.real
+def test_replay_predicts_every_policy_on_the_h200_curve(default_pair):
+    root = HERE.parent
+    out = subprocess.run(
+        [sys.executable, str(root / "tools" / "replay.py"), str(root / "docs" / "bench-default-pair.json"),
+         "--costs", str(root / "docs" / "h200-curves-2026-11-30.json"), "--target", "target", "--draft", "draft"],
+        capture_output=True, text=True, timeout=600, cwd=root,
+        env={**os.environ, "SPECCHAT_MODELS": str(models_cache_dir())},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "replay of 25 replies" in out.stdout and "a plain step 2.19 ms" in out.stdout
+    rows = {re.match(r"\s*(.+?)\s{2,}", line).group(1): line for line in out.stdout.splitlines() if line.endswith("×")}
+    speedups = {name: [float(x) for x in re.findall(r"(\d+\.\d+)×", line)] for name, line in rows.items()}
+    assert speedups["off"] == [1.0] * 5
+    assert set(speedups) >= {"ngram k=16", "draft k=4", "auto k≤16", "ngram ceiling", "ngram oracle"}
+    # Copying pays most where verifying 17 positions costs 3 steps, not 11: code-edit is the copy-heavy suite.
+    assert speedups["auto k≤16"][0] > 1.5
+    assert all(o >= c - 0.01 for o, c in zip(speedups["ngram oracle"], speedups["ngram ceiling"]))
