@@ -177,3 +177,44 @@ def test_auto_on_the_engine_keeps_greedy_output():
     turn = engine.generate(PROMPT, 80, on_round=KVChecker(model, PROMPT))
     assert turn.tokens == expected
     assert engine.costs.calibrated  # auto made the engine measure its cost curve
+
+
+def counting_model():
+    loads = []
+
+    def load():
+        loads.append(1)
+        return FakeModel(seed=2)
+
+    return DraftModelDrafter(load), loads
+
+
+def test_auto_leaves_the_draft_model_unloaded_where_it_cannot_pay():
+    model, loads = counting_model()
+    a = AutoDrafter(NgramDrafter(), model, costs(CPU), draft_cost_prior=0.4)
+    a.begin([1, 2, 3])
+    choices = {a.propose([1, 2, 3, 4, 5, 6], 16).source for _ in range(64)}  # exploration rounds included
+    assert not loads and not model.loaded
+    assert choices == {"off"}
+
+
+def test_auto_loads_the_draft_model_before_the_turn_where_it_can_pay():
+    model, loads = counting_model()
+    a = AutoDrafter(NgramDrafter(), model, costs(FLAT), draft_cost_prior=0.3)
+    a.begin([1, 2, 3])  # before the decode clock starts: load and prefill
+    assert loads == [1] and model.model.tokens == [1, 2, 3]
+    assert a.propose([1, 2, 3], 8).source == "draft"
+    assert loads == [1]
+
+
+def test_falling_behind_makes_the_draft_model_pay_for_its_catch_up():
+    model, _ = counting_model()
+    a = AutoDrafter(NgramDrafter(), model, costs(FLAT), draft_cost_prior=0.3)
+    context = list(range(1, 40))
+    a.begin(context[:3])
+    model.seconds_per_token, model.sync_per_token = 0.009, 0.004
+    assert model.catch_up_cost(context[:5]) == pytest.approx(2 * 0.009)  # short: token by token
+    assert model.catch_up_cost(context) == pytest.approx(36 * 0.004)  # long: one batch
+    a.draft_step = 0.009
+    assert a.propose(context[:4], 8).source == "draft"
+    assert a.propose(context, 8).source == "off"  # 36 tokens behind: the catch-up costs more than drafting wins
