@@ -284,10 +284,11 @@ def test_a_flipped_byte_is_not_verified(pairs):
     assert "    target     5.0 kB  DAMAGED: changed on disk, its sha256 no longer matches; fix: specchat pull one" in lines
 
 
-def test_run_refuses_a_damaged_file_naming_it_and_the_fix(pairs, specchat_home):
+@pytest.mark.parametrize("command", [["run", "hi"], ["bench", "--drafters", "ngram", "--suites", "chat"]])
+def test_run_and_bench_refuse_a_damaged_file_naming_it_and_the_fix(pairs, specchat_home, command):
     path = store.file_path(pairs.get("one").target)
     flip_a_byte(path)
-    done = specchat("run", "hi", "--pair", "one", env={"SPECCHAT_HOME": str(specchat_home)})
+    done = specchat(*command, "--pair", "one", env={"SPECCHAT_HOME": str(specchat_home)})
     lines = err_lines(done)
     assert done.returncode == 1
     assert lines[0] == f"error: {path} does not match the sha256 it was pulled with: the file changed on disk"
@@ -340,6 +341,54 @@ def test_the_store_keeps_each_revision_apart(hub_server, write_pairs):
 
 
 # --- 4. a broken history or data folder never stops the app -----------------------------
+
+
+def start_chat(home: Path, tmp_path: Path) -> tuple[int, list[list[str]]]:
+    """`specchat chat` as a user starts it (settings, history, the real app), on
+    Textual's headless driver; it quits a moment after start and reports its
+    notifications."""
+    out = tmp_path / "notes.json"
+    code = (
+        "import json\n"
+        "from specchat.tui.app import SpecchatApp\n"
+        "mount = SpecchatApp.on_mount\n"
+        "def on_mount(self):\n"
+        "    mount(self)\n"
+        "    def done():\n"
+        f"        open({str(out)!r}, 'w').write(json.dumps([[n.title, n.message] for n in self._notifications]))\n"
+        "        self.exit()\n"
+        "    self.set_timer(1.0, done)\n"
+        "SpecchatApp.on_mount = on_mount\n"
+        "from specchat.cli import main\n"
+        "main()\n"
+    )
+    env = {**os.environ, "SPECCHAT_HOME": str(home), "TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
+    done = subprocess.run([sys.executable, "-c", code, "chat"], capture_output=True, env=env, timeout=120)
+    assert b"Traceback" not in done.stderr, done.stderr.decode()[-3000:]
+    import json
+
+    return done.returncode, json.loads(out.read_text()) if out.exists() else []
+
+
+def test_chat_starts_on_a_garbage_history_and_says_so(tmp_path):
+    home = tmp_path / "home"
+    (home / "data").mkdir(parents=True)
+    (home / "data" / "history.sqlite3").write_bytes(b"garbage " * 1000)
+    code, notes = start_chat(home, tmp_path)
+    assert code == 0
+    (aside,) = (home / "data").glob("history.sqlite3.damaged-*")
+    assert aside.read_bytes() == b"garbage " * 1000
+    assert ["history", f"{home / 'data' / 'history.sqlite3'} is not a readable history (file is not a database); "
+            f"kept it as {aside.name} and started a fresh one"] in notes
+
+
+def test_chat_starts_in_a_read_only_data_folder_without_saving(tmp_path):
+    home = tmp_path / "home"
+    with read_only(home / "data"):
+        code, notes = start_chat(home, tmp_path)
+    assert code == 0
+    history = [m for t, m in notes if t == "history"]
+    assert len(history) == 1 and history[0].endswith("; chatting without saving")
 
 
 def test_a_garbage_history_is_kept_aside_and_a_fresh_one_started(tmp_path):
