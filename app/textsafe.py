@@ -23,9 +23,11 @@ import re
 
 # Every character that must not reach a terminal as itself.
 _UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-# In JSON, where the text must stay exact: C1, DEL and surrogates as \u escapes
-# (json.dumps already escapes C0).
-_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
+# In JSON, where the text must stay exact: C1 and DEL as \u escapes (json.dumps
+# already escapes C0). A lone surrogate is no character at all, and two of them
+# as \u escapes would read back as one other character: they become U+FFFD.
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _visible(match: re.Match) -> str:
@@ -47,7 +49,8 @@ def safe_text(text: object) -> str:
 
 
 def safe_json(value: object, **dumps) -> str:
-    """JSON for a terminal or a file: the data stays exact (C1 controls, DEL
-    and lone surrogates become \\u escapes), readable letters stay letters."""
-    text = json.dumps(value, ensure_ascii=False, **dumps)
+    """JSON for a terminal or a file: every character survives (C1 controls
+    and DEL as \\u escapes), readable letters stay letters, lone surrogates
+    become U+FFFD."""
+    text = _SURROGATE.sub("\ufffd", json.dumps(value, ensure_ascii=False, **dumps))
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -198,7 +198,7 @@ def test_run_json_keeps_the_text_exact_but_escaped():
 
     text = safe_json({"text": "a\x1b[2J\x9bz\ud800é"})
     assert no_controls(text) and "é" in text
-    assert json.loads(text)["text"] == "a\x1b[2J\x9bz\ud800é"
+    assert json.loads(text)["text"] == "a\x1b[2J\x9bz\ufffdé"
 
 
 def test_error_lines_show_escapes_visibly(tmp_path):
