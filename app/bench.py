@@ -136,21 +136,22 @@ def _items(text: str) -> list[str]:
 
 def make_plan(suites: str, drafters: str, ks: str, max_tokens: int = 128, repeats: int = 1, temp: float = 0.0) -> Plan:
     """Check the command's options and turn them into a plan."""
-    from specchat.drafters import NAMES, Drafters
+    from specchat import checks
 
     names = _items(drafters)
     try:
         for item in names:
             name, _, fixed = item.partition(":")
-            if name not in NAMES:
-                Drafters(None, SamplingParams()).get(name)  # raises the registry's own error
-            if fixed and not 1 <= int(fixed) <= 32:
-                raise ValueError(fixed)
+            checks.drafter(name, "--drafters")
+            if fixed:
+                checks.k(int(fixed), f"--drafters {name}:K")
         k_values = [int(k) for k in _items(ks)]
     except ValueError:
         raise SpecchatError(f"--k takes whole numbers, got {ks!r}", hint="for example --k 1,2,4,8", code=2) from None
-    if not k_values or not all(1 <= k <= 32 for k in k_values):
-        raise SpecchatError(f"--k values must be 1..32, got {ks!r}", hint="for example --k 1,2,4,8", code=2)
+    if not k_values:
+        raise SpecchatError("--k needs at least one value", hint="for example --k 1,2,4,8", code=2)
+    for k in k_values:
+        checks.k(k)
     if max_tokens < 1 or repeats < 1 or temp < 0:
         raise SpecchatError("--max-tokens and --repeats must be ≥ 1 and --temp ≥ 0", code=2)
     suite_list = [load_suite(s) for s in _items(suites)]

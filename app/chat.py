@@ -12,7 +12,7 @@ import threading
 from typing import Callable
 
 from specchat.costmodel import CostModel
-from specchat.drafters import Drafters
+from specchat.drafters import K_MAX, K_MIN, Drafters
 from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
@@ -61,7 +61,7 @@ class ChatSession:
         return self.engine.k
 
     def set_k(self, k: int) -> None:
-        self.engine.k = max(1, min(32, k))
+        self.engine.k = max(K_MIN, min(K_MAX, k))
 
     @property
     def n_ctx(self) -> int:

@@ -81,3 +81,13 @@ def test_run_json_names_the_backend_of_target_and_draft(tiny_pair):
     for role in ("target", "draft"):  # this machine has no GPU: llama.cpp runs all 31 layers on the CPU
         assert devices[role]["backend"] == "CPU" and devices[role]["gpu_layers"] == 0
         assert devices[role]["layers"] == 31
+
+
+def test_the_stats_panel_names_where_each_model_runs():
+    from specchat.tui.widgets import panel_text
+
+    gpu = placement(CUDA_LOG, 29)
+    text = panel_text([], {"target": gpu, "draft": None}).plain
+    assert "target: CUDA · NVIDIA H200 · 29/29 layers offloaded" in text
+    assert " draft: not loaded" in text
+    assert "target" not in panel_text([], {"target": None, "draft": None}).plain  # a fake model: nothing to say

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -59,3 +60,25 @@ def test_replay_predicts_every_policy_on_the_h200_curve(default_pair):
     # Copying pays most where verifying 17 positions costs 3 steps, not 11: code-edit is the copy-heavy suite.
     assert speedups["auto k≤16"][0] > 1.5
     assert all(o >= c - 0.01 for o, c in zip(speedups["ngram oracle"], speedups["ngram ceiling"]))
+
+
+@pytest.mark.real
+def test_gpu_probe_runs_end_to_end_on_the_cpu(tiny_pair, tmp_path):
+    models = tmp_path / "m"
+    models.mkdir()
+    for name in ("target", "draft", "big"):  # the tiny model under all three names
+        (models / f"{name}.gguf").symlink_to(tiny_pair[0])
+    out = subprocess.run(
+        [sys.executable, str(HERE.parent / "tools" / "gpu_probe.py"), str(models), str(tmp_path / "out"),
+         "--max-tokens", "12", "--loop-steps", "4"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    table = [line for line in out.stdout.splitlines() if line.startswith("| ")]
+    assert table[0] == "| what | specchat | reference | ratio | bar |"
+    assert any(line.startswith("| loading, numpy imported first | specchat run rc 0 |") for line in table)
+    assert any(line.startswith("| `--drafter off`, target |") and "llama-bench tg: n/a" in line for line in table)
+    assert sum(line.startswith("| shown baseline, ") for line in table) == 6
+    report = json.loads((tmp_path / "out" / "probe.json").read_text())
+    assert all(run["rc"] == 0 for run in report["runs"].values())
+    assert report["runs"]["off target"]["devices"]["target"]["backend"] == "CPU"

@@ -320,7 +320,7 @@ def devices_content(devices: dict) -> list[Content]:
 
 
 def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
-    where = devices_content(devices) + [Content("")] if devices else []
+    where = devices_content(devices) + [Content("")] if devices and devices.get("target") else []
     if not turns:
         return Content("\n").join(where + [Content("no replies yet")])
     last = turns[-1]

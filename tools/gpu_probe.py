@@ -1,0 +1,236 @@
+"""Every figure of the GPU issue on one machine, with llama.cpp's own tools
+beside specchat, in one run (a few minutes on an H200).
+
+On the device, from the project's root, with ../shared/gpu copied to .gpu:
+
+    bash .gpu/setup.sh && bash .gpu/models.sh && source /tmp/gpu-env && \\
+        python3 tools/gpu_probe.py /tmp/m "$OUT"
+
+DIR holds target.gguf (the default pair's 1.5B shapes), draft.gguf (0.5B)
+and big.gguf (7B shapes); llama-bench, llama-lookup and
+llama-speculative-simple come from PATH (missing ones print n/a). It prints
+a Markdown table, each row with what it compares and the bar it must meet,
+and writes every figure to OUT/probe.json.
+
+On a CPU it runs too (`--max-tokens 16` on any small GGUF copied to the
+three names): that is how the script is checked before it meets a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
+from specchat import llama
+from specchat.bench import measure_cost_curve
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = (ROOT / "tests" / "data" / "code_edit_prompt.txt").read_text()
+
+
+def sh(cmd: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(cmd, 124, e.stdout or "", e.stderr or "")
+
+
+# --- llama.cpp's own tools ----------------------------------------------------------------------------
+
+
+def llama_bench(model: Path, n: int) -> float | None:
+    """llama-bench tg<n> tok/s, or None without the tool."""
+    if not shutil.which("llama-bench"):
+        return None
+    r = sh(["llama-bench", "-m", str(model), "-p", "0", "-n", str(n), "-ngl", "99", "-o", "json"])
+    try:
+        return float(json.loads(r.stdout)[0]["avg_ts"])
+    except (ValueError, LookupError):
+        return None
+
+
+def llama_tool(tool: str, args: list[str]) -> dict | None:
+    """llama-lookup / llama-speculative-simple: decode tok/s and acceptance from its log."""
+    if not shutil.which(tool):
+        return None
+    r = sh([tool, *args, "--temp", "0", "-ngl", "99"])
+    out = r.stdout + r.stderr
+    speed = re.search(r"decoded\s+\d+ tokens in\s+[\d.]+ seconds, speed:\s+([\d.]+) t/s", out)
+    accept = re.search(r"accept\s+=\s+([\d.]+)%", out)
+    if not speed:
+        return {"rc": r.returncode, "error": out[-500:]}
+    return {"tok_s": float(speed.group(1)), "accept": float(accept.group(1)) if accept else None}
+
+
+# --- specchat ----------------------------------------------------------------------------------------
+
+
+def specchat_run(target: Path, draft: Path, drafter: str, k: int, max_tokens: int) -> dict:
+    """One `specchat run --json` in a fresh process: its stats, and derived figures."""
+    cmd = [sys.executable, "-m", "specchat.cli", "run", PROMPT, "--target", str(target), "--draft", str(draft),
+           "--drafter", drafter, "--k", str(k), "--max-tokens", str(max_tokens), "--json"]
+    r = sh(cmd)
+    if r.returncode != 0:
+        return {"rc": r.returncode, "error": r.stderr[-800:]}
+    out = json.loads(r.stdout)
+    s = out["stats"]
+    return {
+        "rc": 0,
+        "tok_s": s["tok_s"],
+        "spec_tok_s": s["spec_tok_s"],
+        "baseline_tok_s": s["baseline_tok_s"],
+        "speedup": s["speedup"],
+        "alpha": s["alpha"],
+        "other_share": s["t_other"] / s["t_decode"] if s["t_decode"] else None,
+        "draft_ms_per_token": s["t_draft"] / s["drafted"] * 1e3 if s["drafted"] else None,
+        "steady_step_ms": 1e3 / s["baseline_tok_s"] if s["baseline_tok_s"] else None,
+        "auto_choices": out["auto_choices"],
+        "devices": out["devices"],
+    }
+
+
+def model_facts(path: Path, steps: int) -> dict:
+    """Load time, bare decode loop (the engine's driver, nothing else) and the cost curve."""
+    t0 = time.perf_counter()
+    m = llama.Model(path, n_ctx=4096)
+    load = time.perf_counter() - t0
+    text = m.tokenize(PROMPT)
+    curve = measure_cost_curve(m, text, 17)
+    m.truncate(0)
+    m.eval((text * 4)[:512], n_logits=1)
+    t = m.argmax(0)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        m.eval([t], n_logits=1)
+        t = m.argmax(0)
+    step = (time.perf_counter() - t0) / steps
+    device = m.device
+    m.close()
+    return {"load_s": load, "loop_step_ms": step * 1e3, "loop_tok_s": 1 / step, "device": device,
+            "positions": curve.positions, "seconds": curve.seconds, "curve_1_ms": curve.seconds[0] * 1e3}
+
+
+def numpy_first_loads(path: Path) -> dict:
+    """Import numpy, then llama_cpp, then load: the order that crashed (without specchat)."""
+    code = ("import numpy, llama_cpp as C; p = C.llama_model_default_params(); p.n_gpu_layers = 99; "
+            f"m = C.llama_model_load_from_file({str(path).encode()!r}, p); print('loaded' if m else 'null')")
+    r = sh([sys.executable, "-c", code], timeout=120)
+    return {"rc": r.returncode, "out": r.stdout.strip(), "err": r.stderr[-300:]}
+
+
+# --- the table ---------------------------------------------------------------------------------------
+
+
+def ratio(a, b) -> float | None:
+    return a / b if a and b else None
+
+
+def fmt(x, spec=".1f") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def verdict(value, ok) -> str:
+    return "n/a" if value is None else ("holds" if ok(value) else "**misses**")
+
+
+def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
+    """(what, specchat, reference, ratio, bar) per figure of the issue."""
+    m, runs, tools = res["models"], res["runs"], res["tools"]
+    out = []
+    crash = res["numpy_first"]
+    out.append(("loading, numpy imported first", f"specchat run rc {runs['off target']['rc']}",
+                f"bare llama_cpp rc {crash['rc']} ({crash['out'] or 'crashed'})", "", "specchat rc 0"))
+    for name in ("target", "big"):
+        off, bench = runs[f"off {name}"].get("tok_s"), tools[f"bench {name}"]
+        r = ratio(off, bench)
+        out.append((f"`--drafter off`, {name}", fmt(off), f"llama-bench tg: {fmt(bench)}", fmt(r, ".2f"),
+                    f"≥ 0.97: {verdict(r, lambda v: v >= 0.97)}"))
+    for key, off_key in (("draft4 target", "off target"), ("ngram16 target", "off target"),
+                         ("auto16 target", "off target"), ("ngram16 big", "off big"), ("auto16 big", "off big"),
+                         ("draft4 big", "off big")):
+        run, off = runs[key], runs[off_key].get("tok_s")
+        r = ratio(run.get("baseline_tok_s"), off)
+        out.append((f"shown baseline, {key}", fmt(run.get("baseline_tok_s")), f"{off_key}: {fmt(off)}",
+                    fmt(r, ".3f"), f"within 5%: {verdict(r, lambda v: abs(v - 1) <= 0.05)}"))
+    auto, off = runs["auto16 target"].get("tok_s"), runs["off target"].get("tok_s")
+    r = ratio(auto, off)
+    out.append(("auto, target + draft (drafts never agree)", fmt(auto), f"off: {fmt(off)}", fmt(r, ".2f"),
+                f"≥ 0.97: {verdict(r, lambda v: v >= 0.97)} · chose {runs['auto16 target'].get('auto_choices')}"))
+    lookup = (tools.get("lookup big") or {}).get("tok_s")
+    for key in ("ngram16 big", "auto16 big"):
+        r = ratio(runs[key].get("tok_s"), lookup)
+        out.append((f"{key} (its output repeats)", f"{fmt(runs[key].get('tok_s'))}, α {fmt(runs[key].get('alpha'), '.2f')}",
+                    f"llama-lookup k16: {fmt(lookup)}", fmt(r, ".2f"), f"≥ 0.9: {verdict(r, lambda v: v >= 0.9)}"))
+    for key in ("draft4 target", "auto16 target", "ngram16 big"):
+        off_tok = runs["off big" if key.endswith("big") else "off target"].get("tok_s")
+        steady, off_step = runs[key].get("steady_step_ms"), 1e3 / off_tok if off_tok else None
+        out.append((f"a steady plain step inside {key} (ms)", fmt(steady, ".2f"), f"a step of the off run: {fmt(off_step, '.2f')}",
+                    fmt(ratio(steady, off_step), ".2f"), "what the baseline samples"))
+    for key in ("draft4 target", "draft4 big"):
+        per, loop = runs[key].get("draft_ms_per_token"), m["draft"]["loop_step_ms"]
+        r = ratio(per, loop)
+        out.append((f"drafting per drafted token, {key} (ms, catch-up included)", fmt(per, ".2f"),
+                    f"bare loop of the draft model: {fmt(loop, '.2f')}", fmt(r, ".2f"), f"≤ 1.1: {verdict(r, lambda v: v <= 1.1)}"))
+    for name in ("target", "draft", "big"):
+        r = ratio(m[name]["curve_1_ms"], m[name]["loop_step_ms"])
+        out.append((f"cost curve, 1 position, {name} (ms)", fmt(m[name]["curve_1_ms"], ".2f"),
+                    f"bare decode step: {fmt(m[name]['loop_step_ms'], '.2f')}", fmt(r, ".2f"),
+                    f"within 10%: {verdict(r, lambda v: abs(v - 1) <= 0.10)}"))
+    for key, run in runs.items():
+        share = run.get("other_share")
+        out.append((f"t_other share, {key}", fmt(share and share * 100, ".2f") + "%", "", "",
+                    f"< 3%: {verdict(share, lambda v: v < 0.03)}"))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", help="folder with target.gguf, draft.gguf, big.gguf")
+    ap.add_argument("out", help="folder for probe.json")
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--loop-steps", type=int, default=128)
+    args = ap.parse_args()
+    d, out = Path(args.models), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    T, D, B = d / "target.gguf", d / "draft.gguf", d / "big.gguf"
+    res: dict = {"date": time.strftime("%Y-%m-%d"), "system_info": llama.system_info(), "max_tokens": args.max_tokens}
+    res["numpy_first"] = numpy_first_loads(T)
+    print("numpy first, bare llama_cpp:", res["numpy_first"], flush=True)
+    res["models"] = {}
+    for name, path in (("target", T), ("draft", D), ("big", B)):
+        res["models"][name] = model_facts(path, args.loop_steps)
+        print(name, {k: v for k, v in res["models"][name].items() if k not in ("positions", "seconds")}, flush=True)
+    res["tools"] = {f"bench {n}": llama_bench(p, 128) for n, p in (("target", T), ("draft", D), ("big", B))}
+    n = str(args.max_tokens)
+    res["tools"]["lookup big"] = llama_tool("llama-lookup", ["-m", str(B), "-p", PROMPT, "-n", n, "--spec-draft-n-max", "16"])
+    res["tools"]["speculative target+draft k4"] = llama_tool(
+        "llama-speculative-simple", ["-m", str(T), "-md", str(D), "-p", PROMPT, "-n", n, "--spec-draft-n-max", "4"])
+    res["tools"]["speculative big+draft k4"] = llama_tool(
+        "llama-speculative-simple", ["-m", str(B), "-md", str(D), "-p", PROMPT, "-n", n, "--spec-draft-n-max", "4"])
+    print("tools:", res["tools"], flush=True)
+    plan = {"off target": (T, "off", 1), "draft4 target": (T, "draft", 4), "ngram16 target": (T, "ngram", 16),
+            "auto16 target": (T, "auto", 16), "off big": (B, "off", 1), "ngram16 big": (B, "ngram", 16),
+            "auto16 big": (B, "auto", 16), "draft4 big": (B, "draft", 4)}
+    res["runs"] = {}
+    for key, (target, drafter, k) in plan.items():
+        res["runs"][key] = specchat_run(target, D, drafter, k, args.max_tokens)
+        print(key, res["runs"][key], flush=True)
+        (out / "probe.json").write_text(json.dumps(res, indent=1))
+    print(f"\n{res['date']} · {args.max_tokens} tokens, greedy, the first code-edit prompt · {res['system_info'][:80]}\n")
+    print("| what | specchat | reference | ratio | bar |")
+    print("|---|---|---|---|---|")
+    for row in rows(res):
+        print("| " + " | ".join(row) + " |")
+    (out / "probe.json").write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
