@@ -15,6 +15,7 @@ from specchat.costmodel import CostModel
 from specchat.drafters import K_MAX, K_MIN, Drafters
 from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
+from specchat.grammar import Constraint, Grammar, GrammarSpec
 from specchat.sampling import SamplingParams
 from specchat.stats import Round
 
@@ -42,9 +43,11 @@ class ChatSession:
         # Where each model runs (llama.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": getattr(target, "device", None), "draft": None}
         self.costs = CostModel()
-        self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior)
+        self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
+        self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint)
         self.engine = Engine(
-            target, self.drafters.get(drafter), k=k, sampling=sampling, baseline_every=baseline_every, costs=self.costs
+            target, self.drafters.get(drafter), k=k, sampling=sampling, baseline_every=baseline_every, costs=self.costs,
+            constraint=self.constraint
         )
 
     # --- knobs, safe from any thread -----------------------------------------
@@ -62,6 +65,16 @@ class ChatSession:
 
     def set_k(self, k: int) -> None:
         self.engine.k = max(K_MIN, min(K_MAX, k))
+
+    def set_constraint(self, spec: GrammarSpec | None) -> None:
+        """Constrain the next replies to a grammar or JSON schema (None: free
+        text again). A grammar llama.cpp cannot read is a SpecchatError."""
+        self.constraint.set(None if spec is None else Grammar(spec, self.target))
+
+    @property
+    def constraint_label(self) -> str:
+        """"JSON · person.json", "grammar · list.gbnf", or "" while replies are free."""
+        return self.constraint.label
 
     @property
     def n_ctx(self) -> int:

@@ -27,6 +27,7 @@ import numpy as np
 
 from specchat.costmodel import SETTLE_STEPS, CostModel
 from specchat.drafters.base import Draft, Drafter
+from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
 from specchat.stats import Round, TurnStats, common_prefix, summarize
 
@@ -62,8 +63,12 @@ class Engine:
         sampling: SamplingParams = SamplingParams(),
         baseline_every: int = 8,
         costs: CostModel | None = None,
+        constraint: Constraint | None = None,
     ) -> None:
         self.target = target
+        # The grammar the reply must match, if any: it masks the target's choice
+        # at every verified position and follows the committed tokens.
+        self.constraint = constraint or Constraint()
         self.costs = costs or CostModel()  # this machine's verify cost curve, refined every round
         self.drafter = drafter
         self.k = k
@@ -116,6 +121,7 @@ class Engine:
     ) -> Turn:
         n_prefill, t_prefill = self.prefill(prompt)
         context = list(prompt)  # committed tokens; the last one is pending (not in KV)
+        self.constraint.begin()  # a constrained reply starts at the grammar's root
         # A switch asked for between turns, calibration and the drafter's own
         # prefill all happen here, before the decode clock starts.
         if not self._take_switch(context):
@@ -195,25 +201,42 @@ class Engine:
 
     def _accept(self, draft: Draft) -> tuple[list[int], int | None, bool]:
         """Longest agreeing prefix (greedy) or exact rejection sampling.
-        Returns (accepted drafts, target token or None, end of generation)."""
+        Returns (accepted drafts, target token or None, end of generation).
+        Under a constraint the target chooses among the tokens the grammar
+        allows at each position, and the grammar follows each accepted token."""
         sp = self.sampling
         accepted: list[int] = []
         for j, d in enumerate(draft.tokens):
             if sp.greedy:
-                t = self.target.argmax(j)
+                t = self._argmax(j)
                 ok = t == d
             else:
-                p = probs(self.target.logits(j), sp)
+                p = self._probs(j)
                 q = draft.q[j] if draft.q is not None else None
                 ok, t = accept_or_correct(p, d, q, self.rng)
             if not ok:
-                return accepted, t, self.target.is_eog(t)
+                return accepted, self._commit(t), self.target.is_eog(t)
             if self.target.is_eog(d):  # the turn ends inside the draft
                 return accepted, None, True
-            accepted.append(d)
+            accepted.append(self._commit(d))
         j = len(draft.tokens)  # full accept: the bonus token
-        t = self.target.argmax(j) if sp.greedy else sample(probs(self.target.logits(j), sp), self.rng)
-        return accepted, t, self.target.is_eog(t)
+        t = self._argmax(j) if sp.greedy else sample(self._probs(j), self.rng)
+        return accepted, self._commit(t), self.target.is_eog(t)
+
+    def _argmax(self, j: int) -> int:
+        if self.constraint.on:
+            return self.constraint.argmax(self.target.logits(j))
+        return self.target.argmax(j)
+
+    def _probs(self, j: int) -> np.ndarray:
+        logits = self.target.logits(j)
+        return probs(self.constraint.mask(logits) if self.constraint.on else logits, self.sampling)
+
+    def _commit(self, t: int) -> int:
+        """t joins the reply: the grammar moves past it."""
+        if self.constraint.on:
+            self.constraint.commit(t, self.target.piece(t), self.target.is_eog(t))
+        return t
 
 
 class _Arm:

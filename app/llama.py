@@ -42,6 +42,11 @@ C.llama_log_set(_log, ctypes.c_void_p(0))
 C.llama_backend_init()
 
 
+def recent_log() -> list[str]:
+    """llama.cpp's last log lines (a grammar that does not parse says why there)."""
+    return list(_log_lines)
+
+
 def set_verbose(on: bool) -> None:
     global _verbose
     _verbose = on
@@ -197,6 +202,18 @@ class Model:
 
     def is_eog(self, t: int) -> bool:
         return bool(C.llama_vocab_is_eog(self.vocab, t))
+
+    @property
+    def eos(self) -> int:
+        """The end-of-generation token a reply ends with (end of turn where the model has one)."""
+        eot = C.llama_vocab_eot(self.vocab)
+        return eot if eot >= 0 else C.llama_vocab_eos(self.vocab)
+
+    def byte_token(self, b: int) -> int | None:
+        """The token that stands for the single byte b, if the vocabulary has one."""
+        buf = (C.llama_token * 4)()
+        n = C.llama_tokenize(self.vocab, bytes([b]), 1, buf, 4, False, False)
+        return buf[0] if n == 1 and self.piece(buf[0]) == bytes([b]) else None
 
     def meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(65536)

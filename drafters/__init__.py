@@ -12,17 +12,21 @@ from specchat.costmodel import CostModel
 from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
+from specchat.drafters.grammar import GrammarDrafter
 from specchat.drafters.hybrid import HybridDrafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.errors import SpecchatError
+from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams
 
-NAMES = ("off", "ngram", "draft", "hybrid", "auto")
+NAMES = ("off", "ngram", "draft", "hybrid", "grammar", "auto")
+# Drafters that propose only while a constraint (--json-schema, --grammar) is on.
+NEEDS_CONSTRAINT = ("grammar",)
 # The most tokens a drafter may propose per round: --k, the settings, the
 # chat's k keys and bench all take k from this range.
 K_MIN, K_MAX = 1, 32
 
-__all__ = ["Draft", "Drafter", "Drafters", "K_MAX", "K_MIN", "NAMES"]
+__all__ = ["Draft", "Drafter", "Drafters", "K_MAX", "K_MIN", "NAMES", "NEEDS_CONSTRAINT"]
 
 
 class Drafters:
@@ -34,8 +38,10 @@ class Drafters:
         sampling: SamplingParams,
         costs: CostModel | None = None,
         draft_cost_prior: float = 0.5,
+        constraint: Constraint | None = None,
     ) -> None:
         self.load_draft_model = load_draft_model
+        self.constraint = constraint or Constraint()  # the reply's grammar, shared with the engine
         self.sampling = sampling
         self.costs = costs or CostModel()  # shared with the engine, for auto
         self.draft_cost_prior = draft_cost_prior
@@ -53,14 +59,16 @@ class Drafters:
             return Drafter()
         if name == "ngram":
             return NgramDrafter()
+        if name == "grammar":
+            return GrammarDrafter(self.constraint)
         if name == "auto":
             model = self.get("draft") if self.load_draft_model else None
-            return AutoDrafter(self.get("ngram"), model, self.costs, self.draft_cost_prior)
+            return AutoDrafter(self.get("ngram"), model, self.costs, self.draft_cost_prior, self.get("grammar"))
         if self.load_draft_model is None:
             raise SpecchatError(f"drafter {name!r} needs a draft model", hint="pass --draft GGUF or use a --pair")
         if name == "draft":
-            return DraftModelDrafter(self.load_draft_model, self.sampling)
-        return HybridDrafter(self.get("ngram"), self.get("draft"))
+            return DraftModelDrafter(self.load_draft_model, self.sampling, self.constraint)
+        return HybridDrafter(self.get("ngram"), self.get("draft"), self.get("grammar"))
 
     def close(self) -> None:
         for d in self._made.values():

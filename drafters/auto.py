@@ -25,6 +25,7 @@ from specchat.costmodel import SETTLE_STEPS, CostModel
 
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
+from specchat.drafters.grammar import GrammarDrafter
 from specchat.drafters.ngram import NgramDrafter
 
 EXPLORE_EVERY = 32  # one round in this many judges the options optimistically
@@ -81,9 +82,13 @@ class AutoDrafter(Drafter):
         model: DraftModelDrafter | None,
         costs: CostModel,
         draft_cost_prior: float = 0.5,  # draft step / target step, before measuring
+        grammar: GrammarDrafter | None = None,
     ) -> None:
         super().__init__()
-        self.ngram, self.model, self.costs = ngram, model, costs
+        self.ngram, self.model, self.costs, self.grammar = ngram, model, costs, grammar
+        # Forced tokens disagree only where the target picks another tokenization
+        # of the same text: a high prior, per position like the draft model's.
+        self.grammar_acc = Acceptance(prior=0.9)
         self.ngram_acc = {b: CopyRate(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, MAX_BUCKET + 1)}
         self.model_acc = Acceptance(prior=0.6)
         self.draft_cost_prior = draft_cost_prior
@@ -124,8 +129,8 @@ class AutoDrafter(Drafter):
         if best is None or k <= 0:
             return self._decide("off", None, Draft(source="off"))
         _, source, length, acc, candidate = best
-        if source == "ngram":
-            return self._decide(f"ngram k={length}", acc, Draft(candidate[:length], source="ngram"))
+        if source in ("ngram", "grammar"):
+            return self._decide(f"{source} k={length}", acc, Draft(candidate[:length], source=source))
         draft = self.model.propose(context, length)
         self._measure_draft(self.model.seconds_per_token)
         return self._decide(f"draft k={length}", acc, draft)
@@ -135,6 +140,13 @@ class AutoDrafter(Drafter):
         self.ngram._extend(context)
         # Leaving a run of plain steps costs the steps that settle after it.
         settle = SETTLE_STEPS * self.costs.settling if self.choice == "off" else 0.0
+        if self.grammar is not None:
+            # The forced run is found before pricing, so its cost is spent either
+            # way (it lands in t_draft); a draft of it costs only its verify.
+            candidate = self.grammar.propose(context, k).tokens
+            length, rate = self._best_length(self.grammar_acc, len(candidate), 0.0, optimism, settle)
+            if length:
+                yield rate, "grammar", length, self.grammar_acc, candidate
         hit = self.ngram.lookup(context)
         if hit is not None:
             start, match, _ = hit

@@ -21,6 +21,7 @@ class Draft:
     tokens: list[int] = field(default_factory=list)
     q: list[np.ndarray] | None = None
     source: str = ""  # which drafter produced it (hybrid and auto name the inner one)
+    forced: int = 0  # leading tokens the grammar forced, where `source` drafted the rest (hybrid)
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from specchat.drafters.base import Draft, Drafter
+from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, probs, sample
 from specchat.stats import common_prefix
 
@@ -27,9 +28,12 @@ SINGLE_STEP_CATCH_UP = 4  # catch-ups this short are fed token by token
 class DraftModelDrafter(Drafter):
     name = "draft"
 
-    def __init__(self, load: Callable[[], object], sampling: SamplingParams = SamplingParams()) -> None:
+    def __init__(
+        self, load: Callable[[], object], sampling: SamplingParams = SamplingParams(), constraint: Constraint | None = None
+    ) -> None:
         super().__init__()
         self._load = load  # the model loads on first use
+        self.constraint = constraint  # while on, greedy drafts take the grammar's best token
         self._model = None
         self.sampling = sampling
         self.rng = np.random.default_rng(sampling.seed + 1)
@@ -51,27 +55,37 @@ class DraftModelDrafter(Drafter):
         """Prefill the draft model with the prompt now, outside the timed rounds."""
         self._sync(self.model, context)
 
-    def propose(self, context: Sequence[int], k: int) -> Draft:
+    def propose(self, context: Sequence[int], k: int, pending: Sequence[int] = ()) -> Draft:
+        """Up to k tokens after `context`, whose last tokens `pending` were
+        proposed by another drafter (hybrid) and are not committed yet."""
         if k <= 0:
             return Draft(source=self.name)
         m = self.model
         self._sync(m, context)
         t0 = time.perf_counter()
+        # Under a constraint: greedy drafts take the best allowed token (cheap);
+        # a sampled draft ends before a token the grammar refuses.
+        g = self.constraint.state_after(pending) if self.constraint is not None and self.constraint.on else None
         tokens: list[int] = []
         qs: list[np.ndarray] | None = None if self.sampling.greedy else []
         for i in range(k):
             if self.sampling.greedy:
-                t = m.argmax(0)
+                t = m.argmax(0) if g is None else g.argmax(m.logits(0))
             else:
                 q = probs(m.logits(0), self.sampling)
                 t = sample(q, self.rng)
+                if g is not None and not m.is_eog(t) and not g.allowed(np.array([t], dtype=np.int32))[0]:
+                    break
                 qs.append(q)
             tokens.append(t)
             if m.is_eog(t) or len(m.tokens) + 1 >= m.n_ctx:
                 break
+            if g is not None:
+                g.accept(t)
             if i < k - 1:
                 m.eval([t], n_logits=1)
-        self.seconds_per_token = (time.perf_counter() - t0) / len(tokens)
+        if tokens:
+            self.seconds_per_token = (time.perf_counter() - t0) / len(tokens)
         return Draft(tokens=tokens, q=qs, source=self.name)
 
     def catch_up_cost(self, context: Sequence[int]) -> float:

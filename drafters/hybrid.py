@@ -1,36 +1,51 @@
 """Hybrid: the n-gram drafter when it has a strong match, else the draft model.
+While a constraint is on, the tokens the grammar forces come first, and the
+n-gram match or the draft model continues after them.
 
-Each draft records which of the two proposed it, so the UI can colour
-n-gram-accepted and model-accepted tokens apart.
+Each draft records which of them proposed it (and how many leading tokens
+the grammar forced), so the UI can colour their accepted tokens apart.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
+from specchat.drafters.grammar import GrammarDrafter
 from specchat.drafters.ngram import NgramDrafter
 
 
 class HybridDrafter(Drafter):
     name = "hybrid"
 
-    def __init__(self, ngram: NgramDrafter, model: DraftModelDrafter) -> None:
+    def __init__(self, ngram: NgramDrafter, model: DraftModelDrafter, grammar: GrammarDrafter | None = None) -> None:
         super().__init__()
-        self.ngram, self.model = ngram, model
+        self.ngram, self.model, self.grammar = ngram, model, grammar
 
     def begin(self, context: Sequence[int]) -> None:
         self.ngram.begin(context)
         self.model.begin(context)
 
     def propose(self, context: Sequence[int], k: int) -> Draft:
-        draft = self.ngram.propose(context, k)
-        return draft if draft.tokens else self.model.propose(context, k)
+        forced = self.grammar.propose(context, k) if self.grammar is not None else Draft()
+        if not forced.tokens:
+            draft = self.ngram.propose(context, k)
+            return draft if draft.tokens else self.model.propose(context, k)
+        if len(forced) >= k or self.grammar.constraint.ends:
+            return forced
+        rest = k - len(forced)
+        after = self.ngram.propose_after(context, forced.tokens, rest)
+        if not after.tokens:
+            after = self.model.propose(list(context) + forced.tokens, rest, pending=forced.tokens)
+        q = None if after.q is None else [_one_hot(t, after.q[0].size) for t in forced.tokens] + after.q
+        return Draft(forced.tokens + after.tokens, q, source=after.source, forced=len(forced))
 
     def settle(self, draft: Draft, n_accepted: int) -> None:
         super().settle(draft, n_accepted)
-        inner = self.ngram if draft.source == self.ngram.name else self.model
+        inner = {d.name: d for d in (self.ngram, self.model, self.grammar) if d is not None}[draft.source]
         inner.settle(draft, n_accepted)
 
     def observe(self, committed: Sequence[int]) -> None:
@@ -39,3 +54,10 @@ class HybridDrafter(Drafter):
 
     def close(self) -> None:
         self.model.close()
+
+
+def _one_hot(t: int, n: int) -> np.ndarray:
+    """q of a forced token: the grammar proposes it with certainty."""
+    q = np.zeros(n)
+    q[t] = 1.0
+    return q

@@ -82,6 +82,16 @@ class NgramDrafter(Drafter):
         length = min(k, self.budget(match, seen))
         return Draft(tokens=self.continuation(start, length), source=self.name)
 
+    def propose_after(self, context: Sequence[int], pending: Sequence[int], k: int) -> Draft:
+        """A proposal to follow `pending`, tokens proposed after the committed
+        context but not committed (the index never holds them)."""
+        self._extend(context)
+        found = self.lookup(list(context) + list(pending))
+        if found is None:
+            return Draft(source=self.name)
+        start, match, seen = found
+        return Draft(tokens=self.continuation(start, min(k, self.budget(match, seen))), source=self.name)
+
     def continuation(self, start: int, n: int) -> list[int]:
         """n tokens copied from `start` on; past the end of the conversation the
         copy continues through itself (a loop of period len(tokens) - start)."""

@@ -1,0 +1,363 @@
+"""Constrained decoding: a grammar the reply must match, and the tokens it forces.
+
+A constraint is a GBNF grammar (`--grammar FILE.gbnf`) or a JSON schema
+(`--json-schema FILE`, turned into GBNF by llama-cpp-python's converter and
+laid out the way `json.dumps` writes JSON: one line, ", " and ": "). It is
+bound to a model's vocabulary through llama.cpp's grammar sampler
+(`llama_sampler_init_grammar`), which masks the tokens whose text the
+grammar cannot take next.
+
+`Constraint` is the reply's grammar state, shared by the engine and the
+drafters. The engine moves it through committed tokens only (a rejected
+draft never touches it) and masks the target's logits with it at every
+verified position, so plain and speculative decoding choose from the same
+tokens. Drafters read it: the grammar drafter proposes the text it forces.
+
+What things cost on the default pair's 151,936-token vocabulary (measured
+with `python tools/grammar_cost.py`): masking a whole logits row costs about
+20-35 ms, a fifth to a third of a decode step on this CPU. So:
+- greedy: the target's argmax is checked alone (one candidate), and only
+  when the grammar refuses it are the next most likely candidates checked,
+  a few dozen at a time: exact, and microseconds;
+- sampling: p needs the whole mask (exact rejection sampling divides by it);
+- forced text: the grammar is asked about the 256 single-byte tokens and
+  EOS, one byte at a time (a tenth of a millisecond each). The run ends
+  where more than one byte (or a non-ASCII byte) may follow. The text is
+  tokenized once; while committed tokens eat into it, the rest stays forced
+  and is not probed again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from specchat.errors import SpecchatError
+
+_CANDIDATE = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
+FORCED_MAX_BYTES = 256  # longest forced run probed in one go
+_ARGMAX_CHUNK = 32  # candidates checked at a time when the argmax is refused
+
+
+# --- reading a constraint ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    """A grammar, ready to bind to a model: GBNF text, where it came from, and
+    the JSON schema it was made from (None for a GBNF file)."""
+
+    gbnf: str
+    source: str  # the file's name, for display
+    schema: dict | None = None
+
+    @property
+    def label(self) -> str:
+        return f"JSON · {self.source}" if self.schema is not None else f"grammar · {self.source}"
+
+
+def _read(path: str | Path, what: str) -> str:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise SpecchatError(f"no {what} file at {p}", hint=f"check the path of the {what} file", code=2)
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecchatError(f"{p} is not UTF-8 text (byte {err.start})", hint=f"save the {what} as UTF-8", code=2) from None
+    except OSError as err:
+        raise SpecchatError(f"cannot read {p}: {err.strerror}", hint=f"check the {what} file's permissions", code=2) from None
+
+
+def load_schema(path: str | Path) -> GrammarSpec:
+    """A JSON schema file as a grammar. A file that is not JSON, not a schema
+    object, or uses what the converter cannot express is one clear error."""
+    text = _read(path, "JSON schema")
+    name = Path(path).name
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SpecchatError(
+            f"{name} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})",
+            hint="a JSON schema file holds one JSON object, e.g. {\"type\": \"object\", \"properties\": {…}}",
+            code=2,
+        ) from None
+    return schema_spec(schema, name)
+
+
+def schema_spec(schema: object, name: str = "schema") -> GrammarSpec:
+    if not isinstance(schema, dict):
+        raise SpecchatError(f"{name} is not a JSON schema (it holds a {type(schema).__name__}, not an object)",
+                            hint="a JSON schema is an object, e.g. {\"type\": \"object\", \"properties\": {…}}", code=2)
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
+    except Exception as err:  # the converter raises plain exceptions for what it cannot express
+        raise SpecchatError(f"cannot turn {name} into a grammar: {err}",
+                            hint="use types, properties, required, items, enum, const and $ref", code=2) from None
+    return GrammarSpec(dumps_layout(gbnf), name, schema)
+
+
+def dumps_layout(gbnf: str) -> str:
+    """Fix the converter's optional whitespace to json.dumps's layout: no space
+    after { and [, one after "," and ":", none elsewhere. Optional whitespace
+    would make every structural position a choice, and nothing would be
+    forced. Strings also refuse raw control characters, as JSON does."""
+    gbnf = gbnf.replace('"," space', '", "').replace('":" space', '": "')
+    gbnf = re.sub(r"^space ::= .*$", 'space ::= ""', gbnf, flags=re.M)
+    return gbnf.replace(r'char ::= [^"\\]', r'char ::= [^"\\\x7F\x00-\x1F]')
+
+
+def load_gbnf(path: str | Path) -> GrammarSpec:
+    text = _read(path, "grammar")
+    if not re.search(r"^\s*root\s*::=", text, flags=re.M):
+        raise SpecchatError(f"{Path(path).name} has no root rule",
+                            hint="a GBNF grammar starts from `root ::= …` (see llama.cpp's grammars/README.md)", code=2)
+    return GrammarSpec(text, Path(path).name)
+
+
+# --- binding to a vocabulary ---------------------------------------------------------
+
+
+class Grammar:
+    """A grammar bound to one model's vocabulary: llama.cpp's grammar sampler
+    at the start of a reply, plus the single-byte tokens the probes use."""
+
+    def __init__(self, spec: GrammarSpec, model) -> None:
+        import llama_cpp as C
+
+        from specchat.llama import recent_log
+
+        self.spec = spec
+        self.model = model
+        self._root = C.llama_sampler_init_grammar(model.vocab, spec.gbnf.encode(), b"root")
+        if not self._root:
+            reason = _grammar_error(recent_log())
+            raise SpecchatError(f"{spec.source} is not a grammar llama.cpp can read: {reason}",
+                                hint="see llama.cpp's grammars/README.md for the GBNF syntax", code=2)
+        self.eos = model.eos
+        self.byte_of: dict[int, int] = {}  # token -> the one byte it stands for
+        for b in range(256):
+            t = model.byte_token(b)
+            if t is not None:
+                self.byte_of[t] = b
+        self.probe_ids = np.array(sorted(self.byte_of) + [self.eos], dtype=np.int32)
+        self._tokens: dict[bytes, list[int]] = {}  # forced text -> its tokens
+
+    def tokens_of(self, text: bytes) -> list[int]:
+        """The forced text as the model's tokens, tokenized once per text."""
+        tokens = self._tokens.get(text)
+        if tokens is None:
+            tokens = self._tokens[text] = self.model.tokenize(text.decode("ascii"), special=False) if text else []
+        return tokens
+
+    def start(self) -> GrammarState:
+        """The state at the start of a reply."""
+        import llama_cpp as C
+
+        return GrammarState(self, C.llama_sampler_clone(self._root))
+
+    def close(self) -> None:
+        import llama_cpp as C
+
+        if self._root:
+            C.llama_sampler_free(self._root)
+            self._root = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _grammar_error(log: list[str]) -> str:
+    lines = [line.strip() for line in log if "parse" in line.lower() or "grammar" in line.lower()]
+    return lines[-1] if lines else "it does not parse"
+
+
+class GrammarState:
+    """Where the reply is in the grammar (one llama.cpp grammar sampler)."""
+
+    def __init__(self, grammar: Grammar, sampler) -> None:
+        self.grammar = grammar
+        self._s = sampler
+
+    def clone(self) -> GrammarState:
+        import llama_cpp as C
+
+        return GrammarState(self.grammar, C.llama_sampler_clone(self._s))
+
+    def accept(self, t: int) -> None:
+        """Advance by token t. llama.cpp aborts the process on a token the
+        grammar refuses, so callers accept only tokens it allowed."""
+        import llama_cpp as C
+
+        C.llama_sampler_accept(self._s, t)
+
+    def _apply(self, cands: np.ndarray) -> np.ndarray:
+        """Run the grammar over candidates (llama_token_data rows) in place;
+        True where a candidate is allowed."""
+        import llama_cpp as C
+
+        arr = C.llama_token_data_array(data=cands.ctypes.data_as(C.llama_token_data_p), size=len(cands),
+                                       selected=-1, sorted=False)
+        C.llama_sampler_apply(self._s, ctypes.byref(arr))
+        return np.isfinite(cands["logit"])
+
+    def allowed(self, ids: np.ndarray) -> np.ndarray:
+        cands = np.zeros(len(ids), dtype=_CANDIDATE)
+        cands["id"] = ids
+        return self._apply(cands)
+
+    def mask(self, logits: np.ndarray) -> np.ndarray:
+        """A copy of a logits row with every refused token at -inf (the whole vocabulary)."""
+        cands = np.empty(len(logits), dtype=_CANDIDATE)
+        cands["id"] = np.arange(len(logits), dtype=np.int32)
+        cands["logit"] = logits
+        ok = self._apply(cands)
+        return np.where(ok, logits, -np.inf).astype(np.float32)
+
+    def argmax(self, logits: np.ndarray) -> int:
+        """The allowed token with the highest logit (the lowest id among ties,
+        as np.argmax of the masked row): the argmax if allowed, else the best
+        of the next candidates, a growing chunk at a time."""
+        t = int(np.argmax(logits))
+        if self.allowed(np.array([t], dtype=np.int32))[0]:
+            return t
+        return _first_allowed(self, logits)
+
+    def forced_text(self) -> tuple[bytes, bool]:
+        """(text, ends): the bytes the grammar forces from here, one at a time,
+        until more than one byte may follow or a non-ASCII one; ends is True
+        when after that text only the end of the reply is allowed."""
+        g = self.clone()
+        grammar = g.grammar
+        out = bytearray()
+        while len(out) < FORCED_MAX_BYTES:
+            ids = grammar.probe_ids[g.allowed(grammar.probe_ids)]
+            if len(ids) != 1:
+                break
+            t = int(ids[0])
+            if t == grammar.eos:
+                return bytes(out), True
+            b = grammar.byte_of[t]
+            if b >= 0x80:  # a lead byte: the character is not decided yet
+                break
+            out.append(b)
+            g.accept(t)
+        return bytes(out), False
+
+    def __del__(self) -> None:
+        try:
+            import llama_cpp as C
+
+            if self._s:
+                C.llama_sampler_free(self._s)
+                self._s = None
+        except Exception:
+            pass
+
+
+def _first_allowed(state, logits: np.ndarray) -> int:
+    """The allowed token with the highest logit, ties to the lowest id."""
+    order = np.lexsort((np.arange(len(logits)), -logits))  # by logit, descending; then by id
+    start, size = 1, _ARGMAX_CHUNK  # order[0] is the refused argmax
+    while start < len(order):
+        ids = order[start : start + size].astype(np.int32)
+        ok = state.allowed(ids)
+        if ok.any():
+            return int(ids[np.argmax(ok)])
+        start, size = start + size, size * 8
+    raise SpecchatError("the grammar allows no token here", hint="check the grammar: it reached a dead end")
+
+
+# --- the reply's constraint, shared by the engine and the drafters -------------------
+
+
+class Constraint:
+    """The grammar state of the reply being generated (None: unconstrained).
+
+    The engine calls `begin` at the start of a reply and `commit` with the
+    tokens it commits; drafters call `forced`. The state follows committed
+    tokens only."""
+
+    def __init__(self) -> None:
+        self.grammar = None  # Grammar, or a test's fake with the same surface
+        self.state = None
+        self._ahead = b""  # forced text ahead of the state, from the last probe
+        self._ahead_ends = False
+        self._probed = False  # _ahead is the forced text from the current state
+
+    @property
+    def on(self) -> bool:
+        return self.grammar is not None
+
+    @property
+    def label(self) -> str:
+        return self.grammar.spec.label if self.grammar is not None else ""
+
+    def set(self, grammar) -> None:
+        """Constrain the next replies with `grammar` (None: no constraint)."""
+        if self.grammar is not None and self.grammar is not grammar and hasattr(self.grammar, "close"):
+            self.grammar.close()
+        self.grammar, self.state = grammar, None
+
+    def begin(self) -> None:
+        self.state = self.grammar.start() if self.grammar is not None else None
+        self._ahead, self._ahead_ends = b"", False
+        self._probed = False
+
+    # --- the engine's side ---
+
+    def argmax(self, logits: np.ndarray) -> int:
+        return self.state.argmax(logits)
+
+    def mask(self, logits: np.ndarray) -> np.ndarray:
+        return self.state.mask(logits)
+
+    def commit(self, t: int, piece: bytes, eog: bool) -> None:
+        """Token t (its text `piece`) joined the reply."""
+        if self.state is None or eog:
+            return
+        self.state.accept(t)
+        if self._probed and self._ahead.startswith(piece) and len(piece) < len(self._ahead):
+            self._ahead = self._ahead[len(piece) :]  # still inside the forced run: no new probe
+        else:
+            self._probed = False
+
+    # --- the drafters' side ---
+
+    def state_after(self, pending: Sequence[int]) -> GrammarState | None:
+        """A copy of the state moved past `pending` (proposed, not committed:
+        tokens the grammar allows, such as forced ones)."""
+        if self.state is None:
+            return None
+        g = self.state.clone()
+        for t in pending:
+            g.accept(t)
+        return g
+
+    @property
+    def ends(self) -> bool:
+        """The last forced run ends the reply (only the end is allowed after it)."""
+        return self._probed and self._ahead_ends
+
+    def forced(self, k: int) -> list[int]:
+        """Up to k tokens of the text the grammar forces from the current state
+        (and the end of the reply, where that is all it allows)."""
+        if self.state is None or k <= 0:
+            return []
+        if not self._probed:
+            self._ahead, self._ahead_ends = self.state.forced_text()
+            self._probed = True
+        tokens = self.grammar.tokens_of(self._ahead)
+        if self._ahead_ends:
+            tokens = tokens + [self.grammar.eos]
+        return tokens[:k]
