@@ -279,8 +279,12 @@ class _Canned(BaseHTTPRequestHandler):
     path to (status, content type, body)."""
 
     routes: dict = {}
+    bodies: list = []  # the JSON bodies it was sent
 
     def _answer(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.bodies.append(json.loads(self.rfile.read(length)))
         status, kind, body = self.routes.get(self.path.split("?")[0], (404, "text/plain", b"not found"))
         self.send_response(status)
         self.send_header("Content-Type", kind)
@@ -298,8 +302,8 @@ class _Canned(BaseHTTPRequestHandler):
 def canned():
     servers = []
 
-    def start(routes: dict) -> str:
-        handler = type("Handler", (_Canned,), {"routes": routes})
+    def start(routes: dict, bodies: list | None = None) -> str:
+        handler = type("Handler", (_Canned,), {"routes": routes, "bodies": [] if bodies is None else bodies})
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         servers.append(httpd)
@@ -335,6 +339,44 @@ def test_a_server_without_timings_says_no_speculation_data(canned):
     assert lines[-1] == f"other-server-model on {url} · no speculation data from this server · the server sends no timings"
     data = json.loads(specchat("run", "--server", url, "hi", "--json").stdout)
     assert data["timings"] is None and data["stats"]["drafted"] == 0 and data["stats"]["speedup"] is None
+
+
+def _sse(events: list[dict]) -> bytes:
+    return ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
+
+
+def test_per_request_settings_where_props_lists_them(canned):
+    """Isolation: llama.cpp builds before the vendored one took speculative.n_max per request and
+    listed it in /props; no such server is built here, so a stand-in checks the client's side:
+    --k goes out as speculative.n_max, the baseline asks for n_max 0 on the same server, and a
+    baseline reply that still drafted is refused rather than shown."""
+    params = {"speculative.n_max": 16, "speculative.n_min": 0, "speculative.p_min": 0.75}
+    props = {"default_generation_settings": {"params": params, "n_ctx": 4096}}
+    timings = {"predicted_n": 2, "predicted_per_second": 40.0, "draft_n": 4, "draft_n_accepted": 1}
+    stream = _sse([{"choices": [{"delta": {"content": "ok"}, "finish_reason": "stop"}], "timings": timings}])
+    drafted_anyway = {"choices": [{"message": {"content": "ok"}}], "timings": timings}
+    bodies: list = []
+    url = canned({"/v1/models": MODELS, "/props": (200, "application/json", json.dumps(props).encode()),
+                  "/v1/chat/completions": (200, "text/event-stream", stream)}, bodies)
+    from specchat.errors import SpecchatError
+    from specchat.server import ServerClient, ServerSession
+
+    session = ServerSession(url, k=5)
+    assert session.info.knobs == ("n_max", "n_min", "p_min") and session.drafters() == ["server", "off"]
+    turn = session.reply("hi")
+    assert bodies[-1]["speculative.n_max"] == 5 and bodies[-1]["timings_per_token"] is True
+    session.set_drafter("off")
+    session.reply("again")
+    assert bodies[-1]["speculative.n_max"] == 0
+    session.close()
+    url2 = canned({"/v1/models": MODELS, "/props": (200, "application/json", json.dumps(props).encode()),
+                   "/v1/chat/completions": (200, "application/json", json.dumps(drafted_anyway).encode())}, bodies)
+    session.client = ServerClient(url2)  # the same session, now answered by a server that drafts anyway
+    with pytest.raises(SpecchatError) as err:
+        session.baseline(turn)
+    assert bodies[-1]["speculative.n_max"] == 0 and bodies[-1]["stream"] is False
+    assert "still drafted 4 tokens" in err.value.message and turn.stats.speedup is None
+    session.close()
 
 
 # --- the counting rule, on sequences of totals ----------------------------------------------------
