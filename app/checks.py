@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from specchat.drafters import K_MAX, K_MIN, NAMES
+from specchat.drafters import K_MAX, K_MIN, NAMES, NEEDS_CONSTRAINT
 from specchat.errors import SpecchatError
 
 # The smallest context worth opening: a chat template, a short message and a
@@ -22,10 +22,30 @@ def _bad(flag: str, value: object, rule: str, hint: str) -> SpecchatError:
     return SpecchatError(f"{flag} {value!r} is out of range: {rule}", hint=hint, code=2)
 
 
-def drafter(name: str, flag: str = "--drafter") -> str:
+def drafter(name: str, flag: str = "--drafter", constrained: bool | None = None) -> str:
+    """A drafter name; with `constrained` given, also whether it can draft
+    (the grammar drafter proposes only while a constraint is on)."""
     if name not in NAMES:
         raise SpecchatError(f"unknown drafter {name!r}", hint=f"choose one of: {', '.join(NAMES)}", code=2)
+    if constrained is False and name in NEEDS_CONSTRAINT:
+        raise SpecchatError(f"the {name} drafter drafts only while the reply is constrained",
+                            hint="add --json-schema FILE or --grammar FILE.gbnf, or pick another drafter", code=2)
     return name
+
+
+def constraint(json_schema: str | None, grammar: str | None, server: str | None = None):
+    """The constraint of --json-schema/--grammar as a GrammarSpec (None for
+    free text); a missing or unreadable file is one line with a hint."""
+    if json_schema is None and grammar is None:
+        return None
+    if json_schema is not None and grammar is not None:
+        raise SpecchatError("--json-schema and --grammar both constrain the reply", hint="pass one of them", code=2)
+    if server is not None:
+        raise SpecchatError("--json-schema and --grammar constrain the local engine, not a server",
+                            hint="leave out --server to decode with the grammar here", code=2)
+    from specchat.grammar import load_gbnf, load_schema
+
+    return load_schema(json_schema) if json_schema is not None else load_gbnf(grammar)
 
 
 def temperature(value: float, flag: str = "--temp") -> float:

@@ -153,6 +153,8 @@ def run(
     n_gpu_layers: int = typer.Option(-1, "--n-gpu-layers", help="Target layers to offload to the GPU (-1 = all, 0 = none; no-op on a CPU build)."),
     draft_n_gpu_layers: int = typer.Option(-1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."),
     verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
+    json_schema: Optional[str] = typer.Option(None, "--json-schema", help="Constrain the reply to JSON matching this schema file."),
+    grammar: Optional[str] = typer.Option(None, "--grammar", help="Constrain the reply to this GBNF grammar file (llama.cpp's syntax)."),
     server: Optional[str] = typer.Option(None, "--server", help="A llama.cpp server's base URL: its model replies, its counters report."),
     baseline: bool = typer.Option(False, "--baseline", help="With --server: decode the turn again with speculation off and show the measured speedup (twice the server's work)."),
     baseline_server: Optional[str] = typer.Option(None, "--baseline-server", help="With --baseline: a second server with the same model and no draft, for servers that take no per-request settings."),
@@ -171,6 +173,7 @@ def run(
             checks.prompt(system, "--system")
         sampling = SamplingParams(temp=checks.temperature(temp), top_k=checks.top_k(top_k),
                                   top_p=checks.top_p(top_p), seed=seed)
+        constraint = checks.constraint(json_schema, grammar, server)
         if server is not None or baseline or baseline_server:
             from specchat.server import open_server_session
             from specchat.serverrun import run_on_server
@@ -183,7 +186,7 @@ def run(
                 raise typer.Exit(run_on_server(session, prompt, json_out=json_out, baseline=baseline))
             finally:
                 session.close()
-        checks.drafter(drafter)
+        checks.drafter(drafter, constrained=constraint is not None)
         session = open_session(
             pair,
             target,
@@ -200,6 +203,7 @@ def run(
             draft_n_gpu_layers=draft_n_gpu_layers,
             verbose=verbose,
         )
+        session.set_constraint(constraint)
         raise typer.Exit(run_once(session, prompt, json_out=json_out, identical=check_identical))
     except SpecchatError as err:
         _fail(err)

@@ -31,7 +31,11 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import re
+import sys
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -122,6 +126,24 @@ def load_gbnf(path: str | Path) -> GrammarSpec:
     return GrammarSpec(text, Path(path).name)
 
 
+def check_reply(spec: GrammarSpec, text: str) -> str | None:
+    """Why a finished reply does not match its JSON schema (None: it parses and
+    validates). A GBNF grammar has no checker outside the sampler: None."""
+    if spec.schema is None:
+        return None
+    import jsonschema
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        return f"not JSON: {err.msg} at character {err.pos}"
+    try:
+        jsonschema.validate(value, spec.schema)
+    except jsonschema.ValidationError as err:
+        return f"does not match {spec.source}: {err.message}"
+    return None
+
+
 # --- binding to a vocabulary ---------------------------------------------------------
 
 
@@ -136,9 +158,10 @@ class Grammar:
 
         self.spec = spec
         self.model = model
-        self._root = C.llama_sampler_init_grammar(model.vocab, spec.gbnf.encode(), b"root")
+        with _stderr_to(tempfile.TemporaryFile()) as said:  # the GBNF parser writes its errors to stderr
+            self._root = C.llama_sampler_init_grammar(model.vocab, spec.gbnf.encode(), b"root")
         if not self._root:
-            reason = _grammar_error(recent_log())
+            reason = _grammar_error(said.read().decode("utf-8", "replace").splitlines() + recent_log())
             raise SpecchatError(f"{spec.source} is not a grammar llama.cpp can read: {reason}",
                                 hint="see llama.cpp's grammars/README.md for the GBNF syntax", code=2)
         self.eos = model.eos
@@ -177,9 +200,27 @@ class Grammar:
             pass
 
 
-def _grammar_error(log: list[str]) -> str:
-    lines = [line.strip() for line in log if "parse" in line.lower() or "grammar" in line.lower()]
-    return lines[-1] if lines else "it does not parse"
+def _grammar_error(lines: list[str]) -> str:
+    """The parser's own reason ("expecting ')' at …"), else llama.cpp's log line."""
+    for line in lines:
+        if "error parsing grammar:" in line:
+            return re.sub(r"\s+at$", "", line.split("error parsing grammar:", 1)[1].strip()) or "it does not parse"
+    said = [line.strip() for line in lines if "grammar" in line.lower()]
+    return said[-1] if said else "it does not parse"
+
+
+@contextmanager
+def _stderr_to(f):
+    """Send file descriptor 2 (C code's stderr) to f for a while; yields f, rewound."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(f.fileno(), 2)
+    try:
+        yield f
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        f.seek(0)
 
 
 class GrammarState:
@@ -195,10 +236,12 @@ class GrammarState:
         return GrammarState(self.grammar, C.llama_sampler_clone(self._s))
 
     def accept(self, t: int) -> None:
-        """Advance by token t. llama.cpp aborts the process on a token the
-        grammar refuses, so callers accept only tokens it allowed."""
+        """Advance by token t. llama.cpp aborts the whole process on a token
+        the grammar refuses, so that is checked first (one candidate: µs)."""
         import llama_cpp as C
 
+        if not self.allowed(np.array([t], dtype=np.int32))[0]:
+            raise SpecchatError(f"the grammar refuses token {t} here", hint="a bug: only allowed tokens may be committed")
         C.llama_sampler_accept(self._s, t)
 
     def _apply(self, cands: np.ndarray) -> np.ndarray:
@@ -302,6 +345,10 @@ class Constraint:
     @property
     def label(self) -> str:
         return self.grammar.spec.label if self.grammar is not None else ""
+
+    def check(self, text: str) -> str | None:
+        """Why a finished reply does not match the constraint's schema (None if it does)."""
+        return check_reply(self.grammar.spec, text) if self.grammar is not None else None
 
     def set(self, grammar) -> None:
         """Constrain the next replies with `grammar` (None: no constraint)."""

@@ -85,7 +85,24 @@ def as_json(session: ChatSession, turn: Turn) -> dict:
         "threads": getattr(session.target, "n_threads", None),
         "n_ctx": session.n_ctx,
         "devices": session.devices,  # backend, device, layers offloaded; draft None if never loaded
+        "constraint": constraint_report(session, turn),
     }
+
+
+def constraint_report(session: ChatSession, turn: Turn) -> dict | None:
+    """The constraint the reply was decoded under and whether it matches it
+    (None: free text). A reply cut short by --max-tokens is not checked."""
+    if not session.constraint_label:
+        return None
+    done = turn.finish == "eos"
+    error = session.constraint.check(turn.text) if done else None
+    return {"label": session.constraint_label, "checked": done, "valid": done and error is None, "error": error}
+
+
+def constraint_line(report: dict) -> str:
+    if not report["checked"]:
+        return f"{report['label']} · not checked: the reply did not finish"
+    return f"{report['label']} · " + ("the reply matches it" if report["valid"] else f"the reply does not match: {report['error']}")
 
 
 def run_once(session: ChatSession, prompt: str, *, json_out: bool, identical: bool) -> int:
@@ -100,6 +117,9 @@ def run_once(session: ChatSession, prompt: str, *, json_out: bool, identical: bo
         return 0
     console.print()
     console.print(Text(stats_line(turn.stats, session.drafter_name, auto_choices(session)), style="dim"))
+    report = constraint_report(session, turn)
+    if report is not None:
+        console.print(Text(safe_text(constraint_line(report)), style="dim" if report["valid"] else "yellow"))
     if turn.finish == "context":
         console.print(Text("stopped: the context is full", style="yellow"))
     return 0
