@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -36,14 +36,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from specchat import scorecard
 from specchat.chat import ChatSession
 from specchat.costmodel import time_decodes
+from specchat.drafters import default_k
 from specchat.engine import prefill
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams, probs, sample
-from specchat.scorecard import OFF, REFERENCE, CostCurve, Run, position_counts
-from specchat.stats import TurnStats, first_difference
+from specchat.scorecard import OFF, REFERENCE, CostCurve, Run
+from specchat.stats import TurnStats, first_difference, position_counts
 
 SUITES = ("code-edit", "summarize", "code-gen", "chat", "math")
-USES_DRAFT_MODEL = ("draft", "hybrid", "auto")
 CURVE_CONTEXT = 512  # tokens of real text before the cost curve's decodes
 CURVE_REPEATS = 5
 NGRAM_CONTEXT = 32768
@@ -105,7 +105,8 @@ class Plan:
         pairs = []
         for d in self.drafters:  # "auto:16" runs auto at k=16 only
             name, _, fixed = d.partition(":")
-            pairs += [(name, int(fixed))] if fixed else [(name, k) for k in self.ks]
+            ks = [int(fixed)] if fixed else self.ks or [default_k(name)]  # no --k: the drafter's own
+            pairs += [(name, k) for k in ks]
         return pairs + [(REFERENCE, 0)]
 
     @property
@@ -148,8 +149,6 @@ def make_plan(suites: str, drafters: str, ks: str, max_tokens: int = 128, repeat
         k_values = [int(k) for k in _items(ks)]
     except ValueError:
         raise SpecchatError(f"--k takes whole numbers, got {ks!r}", hint="for example --k 1,2,4,8", code=2) from None
-    if not k_values:
-        raise SpecchatError("--k needs at least one value", hint="for example --k 1,2,4,8", code=2)
     for k in k_values:
         checks.k(k)
     if max_tokens < 1 or repeats < 1 or temp < 0:
@@ -285,7 +284,7 @@ class Bench:
         self.session = session
         self.plan = plan
         self.console = console  # None: no progress display
-        self.sampling = session.engine.sampling
+        self.greedy = session.status().greedy
         self.runs: list[Run] = []
         self.curve: CostCurve | None = None
         self.ngram: dict | None = None
@@ -337,7 +336,7 @@ class Bench:
 
     def _compare(self, a: Run, b: Run) -> None:
         """Greedy output must match the target alone: compare B with its A."""
-        if self.sampling.greedy:
+        if self.greedy:
             b.first_divergence = first_difference(b.tokens, a.tokens)
             b.identical = b.first_divergence is None
 
@@ -359,41 +358,28 @@ class Bench:
             stats=TurnStats(),
         )
         if drafter == REFERENCE:
-            out, t, steps = bare_greedy(self.session.target, tokens, budget, self.sampling)
+            out, t, steps = bare_greedy(self.session.target, tokens, budget, self.session.sampling)
             run.tokens, run.text = out, self.session.target.detokenize(out)
             run.finish = "length" if len(out) >= budget else "eos"
             run.stats = _bare_stats(len(out), t, steps, len(tokens) - 1)
         else:
-            turn = self._engine_turn(prompt, tokens, drafter, k_engine)
+            turn = self._engine_turn(prompt, drafter, k_engine)
             run.tokens, run.text, run.finish, run.stats = turn.tokens, turn.text, turn.finish, turn.stats
             run.offered, run.hits = position_counts(turn.rounds)
         run.peak_rss_mb = peak_rss_mb()
         return run
 
-    def _engine_turn(self, prompt: Prompt, tokens: list[int], drafter: str, k: int):
+    def _engine_turn(self, prompt: Prompt, drafter: str, k: int):
         s = self.session
         s.clear()  # the target keeps the prompt's KV from the cycle's previous run
-        s.set_k(k)
-        # Set directly, not with set_drafter: a switch would call begin() inside the timed loop.
-        s.engine.drafter = s.drafters.get(drafter)
-        if drafter in USES_DRAFT_MODEL and s.drafters.load_draft_model is not None:
-            self._prefill_draft_model(tokens)
-        return s.reply(prompt.text)
-
-    def _prefill_draft_model(self, tokens: list[int]) -> None:
-        """Feed the prompt to the draft model before the turn, as the engine
-        prefills the target: otherwise the draft model's prefill would land
-        in the first round's draft time."""
-        self.session.drafters.get("draft").begin(tokens)
+        # The engine begins the drafter (the draft model's prefill included) before its clock starts.
+        with s.using(drafter, k):
+            return s.reply(prompt.text)
 
     def _prompt_tokens(self, prompt: Prompt) -> list[int]:
         """The prompt exactly as ChatSession will build it for a fresh chat."""
         if prompt.text not in self._prompt_cache:
-            s = self.session
-            s.clear()
-            s.messages.append({"role": "user", "content": prompt.text})
-            self._prompt_cache[prompt.text] = s.prompt_tokens()
-            s.clear()
+            self._prompt_cache[prompt.text] = self.session.prompt_for(prompt.text)
         return self._prompt_cache[prompt.text]
 
     def _real_text(self) -> list[int]:

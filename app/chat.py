@@ -1,15 +1,20 @@
 """A conversation on a loaded pair: messages, prompt building with the
 model's chat template, the engine, and the drafters.
 
-This is the one object the TUI, `specchat run` and `specchat bench` drive.
-Its methods block while generating; call them from a worker thread and use
-`cancel` and `set_drafter`/`set_k` from any thread.
+This is the one object the TUI, `specchat run` and `specchat bench` drive,
+through its public operations only: turns (reply, regenerate, edit_last),
+knobs (set_drafter, set_k), history edits (replace_messages, clear), a
+`status()` snapshot, and `using(...)` for a measured run with other
+settings. Its methods block while generating; call them from a worker
+thread and use `cancel` and `set_drafter`/`set_k` from any thread.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from specchat.costmodel import CostModel
 from specchat.drafters import K_MAX, K_MIN, Drafters
@@ -18,6 +23,21 @@ from specchat.errors import SpecchatError
 from specchat.grammar import Constraint, Grammar, GrammarSpec
 from specchat.sampling import SamplingParams
 from specchat.stats import Round
+
+
+@dataclass(frozen=True)
+class SessionStatus:
+    """What the status bar and the reports show of a session, at one moment."""
+
+    pair: str
+    drafter: str
+    k: int
+    temp: float
+    greedy: bool
+    context_used: int
+    n_ctx: int
+    choice: str  # auto's latest decision ("" for other drafters)
+    chosen: dict[str, int] | None  # how often auto picked each option this turn (None for others)
 
 
 class ChatSession:
@@ -39,7 +59,7 @@ class ChatSession:
         self.pair = pair
         self.system = system
         self.max_tokens = max_tokens
-        self.messages: list[dict] = []  # {"role", "content"}, system excluded
+        self._messages: list[dict] = []  # {"role", "content"}, system excluded
         # Where each model runs (llama.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": getattr(target, "device", None), "draft": None}
         self.costs = CostModel()
@@ -84,6 +104,62 @@ class ChatSession:
     def context_used(self) -> int:
         return len(self.target.tokens)
 
+    @property
+    def sampling(self) -> SamplingParams:
+        return self.engine.sampling
+
+    @property
+    def draft_model_loaded(self) -> bool:
+        try:
+            return self.drafters.get("draft").loaded
+        except SpecchatError:
+            return False  # this pair has no draft model
+
+    def status(self) -> SessionStatus:
+        drafter, sampling = self.engine.drafter, self.engine.sampling
+        return SessionStatus(self.pair, drafter.name, self.k, sampling.temp, sampling.greedy, self.context_used,
+                             self.n_ctx, drafter.choice, getattr(drafter, "chosen", None))
+
+    @contextmanager
+    def using(self, drafter: str, k: int | None = None, baseline_every: int | None = None) -> Iterator[None]:
+        """Run turns with another drafter (set now, begun by the next turn
+        before its clock starts), k and baseline rate; restore them after."""
+        engine = self.engine
+        saved = engine.drafter, engine.k, engine.baseline_every
+        engine.drafter = self.drafters.get(drafter)
+        engine.k = saved[1] if k is None else k
+        engine.baseline_every = saved[2] if baseline_every is None else baseline_every
+        try:
+            yield
+        finally:
+            engine.drafter, engine.k, engine.baseline_every = saved
+
+    # --- the conversation -------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[dict]:
+        """A copy of the conversation; change it with the operations below."""
+        return [dict(m) for m in self._messages]
+
+    def replace_messages(self, messages: list[dict]) -> None:
+        """Continue another conversation (a reopened one, or after a pair switch)."""
+        self._messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+
+    def last_user_text(self) -> str | None:
+        users = [m["content"] for m in self._messages if m["role"] == "user"]
+        return users[-1] if users else None
+
+    def clear(self) -> None:
+        self._messages.clear()
+
+    def prompt_for(self, user_text: str) -> list[int]:
+        """The prompt a fresh chat would send for this message (for measuring)."""
+        saved, self._messages = self._messages, [{"role": "user", "content": user_text}]
+        try:
+            return self.prompt_tokens()
+        finally:
+            self._messages = saved
+
     # --- turns --------------------------------------------------------------------
 
     def reply(
@@ -93,27 +169,24 @@ class ChatSession:
         cancel: threading.Event | None = None,
     ) -> Turn:
         """Add a user message and generate the assistant's reply."""
-        self.messages.append({"role": "user", "content": user_text})
+        self._messages.append({"role": "user", "content": user_text})
         return self._generate(on_round, cancel)
 
     def regenerate(self, on_round=None, cancel=None) -> Turn:
         """Drop the last reply and generate it again."""
-        if self.messages and self.messages[-1]["role"] == "assistant":
-            self.messages.pop()
-        if not self.messages:
+        if self._messages and self._messages[-1]["role"] == "assistant":
+            self._messages.pop()
+        if not self._messages:
             raise SpecchatError("nothing to regenerate", hint="send a message first")
         return self._generate(on_round, cancel)
 
     def edit_last(self, user_text: str, on_round=None, cancel=None) -> Turn:
         """Replace the last user message (and its reply) and generate again."""
-        while self.messages and self.messages[-1]["role"] == "assistant":
-            self.messages.pop()
-        if self.messages:
-            self.messages.pop()
+        while self._messages and self._messages[-1]["role"] == "assistant":
+            self._messages.pop()
+        if self._messages:
+            self._messages.pop()
         return self.reply(user_text, on_round, cancel)
-
-    def clear(self) -> None:
-        self.messages.clear()
 
     def _generate(self, on_round, cancel) -> Turn:
         prompt, dropped = self._prompt_that_fits()
@@ -121,22 +194,17 @@ class ChatSession:
         turn = self.engine.generate(prompt, budget, on_round=on_round, cancel=cancel)
         turn.dropped_turns = dropped
         turn.prompt = prompt
-        self.messages.append({"role": "assistant", "content": turn.text})
+        self._messages.append({"role": "assistant", "content": turn.text})
         return turn
 
     def plain_reference(self, turn: Turn) -> list[int]:
         """Decode the prompt of `turn` again with drafting off: what the target alone says."""
-        engine = self.engine
-        saved = engine.drafter, engine.baseline_every
-        engine.drafter, engine.baseline_every = self.drafters.get("off"), 0
-        try:
+        with self.using("off", baseline_every=0):
             # One token more after an EOS ending, so the reference must stop there too.
-            return engine.generate(turn.prompt, len(turn.tokens) + (turn.finish == "eos")).tokens
-        finally:
-            engine.drafter, engine.baseline_every = saved
+            return self.engine.generate(turn.prompt, len(turn.tokens) + (turn.finish == "eos")).tokens
 
     def prompt_tokens(self) -> list[int]:
-        msgs = ([{"role": "system", "content": self.system}] if self.system else []) + self.messages
+        msgs = ([{"role": "system", "content": self.system}] if self.system else []) + self._messages
         return self.target.tokenize(self.target.apply_template(msgs), special=True)
 
     def _prompt_that_fits(self) -> tuple[list[int], int]:
@@ -148,15 +216,15 @@ class ChatSession:
             prompt = self.prompt_tokens()
             if len(prompt) + room <= self.n_ctx:
                 return prompt, dropped
-            if len(self.messages) <= 1:
+            if len(self._messages) <= 1:
                 raise SpecchatError(
                     f"the prompt is {len(prompt)} tokens; the context holds {self.n_ctx}",
                     hint="shorten the message or raise --ctx",
                 )
             # Drop the oldest user message and the replies that follow it.
-            self.messages.pop(0)
-            while self.messages and self.messages[0]["role"] != "user":
-                self.messages.pop(0)
+            self._messages.pop(0)
+            while self._messages and self._messages[0]["role"] != "user":
+                self._messages.pop(0)
             dropped += 1
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from specchat.drafters import NAMES, default_k
 from specchat.errors import SpecchatError
 
 app = typer.Typer(
@@ -19,7 +20,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-DRAFTERS = "off|ngram|draft|hybrid|auto"
+DRAFTERS = "|".join(NAMES)
 
 
 def _fail(err: SpecchatError) -> None:
@@ -29,11 +30,6 @@ def _fail(err: SpecchatError) -> None:
     if err.hint:
         typer.echo(f"hint: {safe_text(err.hint)}", err=True)
     raise typer.Exit(err.code)
-
-
-def default_k(drafter: str) -> int:
-    """Copying drafters earn long drafts; a draft model pays per drafted token."""
-    return 4 if drafter in ("draft", "hybrid") else 16
 
 
 def _not_built(what: str) -> None:
@@ -219,7 +215,7 @@ def bench(
     drafters: str = typer.Option(
         "off,ngram,draft,hybrid,auto", "--drafters", help="Comma-separated drafters; NAME:K runs one at k=K only."
     ),
-    ks: str = typer.Option("4", "--k", help="Comma-separated k values."),
+    ks: str = typer.Option("", "--k", help="Comma-separated k values (default: each drafter's own, 16 or 4 for a draft model)."),
     max_tokens: int = typer.Option(128, "--max-tokens", help="Tokens per reply."),
     repeats: int = typer.Option(1, "--repeats", help="Repeats per prompt."),
     temp: float = typer.Option(0.0, "--temp", help="Temperature."),

@@ -28,6 +28,7 @@ from pathlib import Path
 import tomlkit
 
 from specchat import checks, paths
+from specchat.drafters import DEFAULT_K
 from specchat.errors import SpecchatError
 
 
@@ -35,7 +36,7 @@ from specchat.errors import SpecchatError
 class Settings:
     pair: str | None = None  # None: the catalog's default pair
     drafter: str = "auto"  # picks drafter and length per round; never loses to off by much
-    k: int = 16
+    k: int = DEFAULT_K
     temperature: float = 0.0
     theme: str = "specchat-dark"
     system_prompt: str = ""

@@ -25,11 +25,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from specchat import kvcache
 from specchat.costmodel import SETTLE_STEPS, CostModel
 from specchat.drafters.base import Draft, Drafter
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
-from specchat.stats import Round, TurnStats, common_prefix, summarize
+from specchat.stats import Round, TurnStats, summarize
 
 MIN_SAMPLES = 3  # at least this many baseline samples in a long enough turn
 ARM_SAMPLES = 4  # steady samples a do-nothing run takes once it has settled
@@ -48,7 +49,7 @@ class Turn:
 
     @property
     def text(self) -> str:
-        return "".join(r.accepted_text + r.target_text for r in self.rounds)
+        return "".join(r.forced_text + r.accepted_text + r.target_text for r in self.rounds)
 
 
 class Engine:
@@ -59,7 +60,7 @@ class Engine:
         target,
         drafter: Drafter,
         *,
-        k: int = 8,
+        k: int,
         sampling: SamplingParams = SamplingParams(),
         baseline_every: int = 8,
         costs: CostModel | None = None,
@@ -143,7 +144,8 @@ class Engine:
             forced = self.drafter.name != "off" and arm.wants_step(i)
             r = self._round(context, max_tokens - len(turn.tokens), forced, arm.plain_run)
             arm.record(r)
-            r.accepted_text = pieces.feed(r.accepted)
+            r.forced_text = pieces.feed(r.accepted[: r.forced])
+            r.accepted_text = pieces.feed(r.accepted[r.forced :])
             r.target_text = pieces.feed([] if r.target is None else [r.target])
             r.rejected_text = self.target.detokenize(r.rejected)
             new = r.committed
@@ -191,7 +193,10 @@ class Engine:
             rejected=rejected,
             target=None if eos else target,
             drafter=draft.source or self.drafter.name,
+            mode=self.drafter.name,
+            choice=self.drafter.choice,
             plain=not draft.tokens,
+            forced=min(draft.forced, len(accepted)),
             arm=arm,
             steady=steady,
             t_draft=t1 - t0,
@@ -270,14 +275,9 @@ class _Arm:
 
 
 def prefill(model, prompt: Sequence[int]) -> int:
-    """Make model's KV hold prompt[:-1], keeping what it already shares with
-    it. Returns how many tokens were evaluated."""
-    keep = common_prefix(model.tokens, prompt[:-1])
-    model.truncate(keep)
-    todo = list(prompt[keep:-1])
-    if todo:
-        model.eval(todo, n_logits=0)
-    return len(todo)
+    """Make model's KV hold prompt[:-1] (the last token stays pending).
+    Returns how many tokens were evaluated."""
+    return kvcache.sync(model, prompt[:-1], logits=False)
 
 
 class _PieceDecoder:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat import paths
+from specchat.stats import number
 from specchat.textsafe import safe_text
 
 SCHEMA = """
@@ -193,12 +194,10 @@ def to_markdown(conv: Conversation) -> str:
 
 
 def _stats_row(n: int, s: dict) -> str:
-    def num(v, fmt):
-        return "–" if v is None else format(v, fmt)
-
     drafters = "→".join(map(str, s.get("drafters") or [])) or "–"
-    return (f"| {n} | {drafters} | {num(s.get('alpha'), '.2f')} | {num(s.get('acceptance_rate', 0) * 100, '.0f')}% "
-            f"| {num(s.get('tok_s'), '.1f')} | {num(s.get('baseline_tok_s'), '.1f')} | {num(s.get('speedup'), '.2f')}× |")
+    return (f"| {n} | {drafters} | {number(s.get('alpha'))} | {number(s.get('acceptance_rate', 0) * 100, '.0f', '%')} "
+            f"| {number(s.get('tok_s'), '.1f')} | {number(s.get('baseline_tok_s'), '.1f')} "
+            f"| {number(s.get('speedup'), '.2f', '×')} |")
 
 
 def _dump(value) -> str | None:

@@ -13,41 +13,22 @@ from rich.text import Text
 
 from specchat.chat import ChatSession
 from specchat.engine import Turn
-from specchat.stats import Round, TurnStats, first_difference, spans
+from specchat.stats import Round, TurnStats, first_difference, round_spans, spans, stats_fields
 from specchat.textsafe import safe_json, safe_text
-
-# Styles for a plain terminal; the TUI takes its colours from the theme.
-STYLES = {
-    "accepted": "green",
-    "accepted-draft": "cyan",
-    "rejected": "strike red",
-    "target": "",
-}
+from specchat.themes import SPEC_DEFAULTS, span_style
 
 
 def round_text(r: Round) -> Text:
-    """One round as styled text: accepted drafts, rejected drafts, then the target's token."""
-    accepted = "accepted-draft" if r.drafter in ("draft",) else "accepted"
+    """One round as styled text, in the dark theme's colours: accepted drafts,
+    rejected drafts, then the target's token."""
     out = Text()
-    out.append(safe_text(r.accepted_text), STYLES[accepted])
-    out.append(safe_text(r.rejected_text), STYLES["rejected"])
-    out.append(safe_text(r.target_text), STYLES["target"])
+    for s in round_spans(r):
+        out.append(safe_text(s["text"]), span_style(s["kind"], s["drafter"], SPEC_DEFAULTS.get))
     return out
 
 
 def stats_line(s: TurnStats, drafter: str, choices: dict[str, int] | None = None) -> str:
-    if drafter == "off" or s.verify_rounds == 0 and s.speedup is None:
-        return f"{s.tok_s:.1f} tok/s · {s.tokens} tokens · drafter off"
-    parts = [
-        f"α {s.alpha:.2f}",
-        f"accepted {s.acceptance_rate:.0%}",
-        f"{s.spec_tok_s:.1f} tok/s",
-    ]
-    if s.baseline_tok_s:
-        parts.append(f"off {s.baseline_tok_s:.1f} tok/s (measured)")
-        parts.append(f"{s.speedup:.2f}×")
-    else:
-        parts.append("off: not measured (turn too short)")
+    parts = [text for _, text in stats_fields({**s.to_dict(), "drafters": [drafter]})]
     if choices:
         parts.append("auto chose " + ", ".join(f"{k}×{n}" for k, n in sorted(choices.items())))
     if s.identical is not None:
@@ -59,7 +40,7 @@ def stats_line(s: TurnStats, drafter: str, choices: dict[str, int] | None = None
 
 def check_identical(session: ChatSession, turn: Turn) -> None:
     """Decode the same prompt plainly and compare (greedy only)."""
-    if not session.engine.sampling.greedy:
+    if not session.status().greedy:
         return
     first = first_difference(turn.tokens, session.plain_reference(turn))
     turn.stats.identical = first is None
@@ -68,7 +49,7 @@ def check_identical(session: ChatSession, turn: Turn) -> None:
 
 def auto_choices(session: ChatSession) -> dict[str, int] | None:
     """How often auto picked each option this turn (None for other drafters)."""
-    return getattr(session.engine.drafter, "chosen", None)
+    return session.status().chosen
 
 
 def as_json(session: ChatSession, turn: Turn) -> dict:

@@ -16,7 +16,7 @@ from rich import box
 from rich.table import Table
 
 from specchat.costmodel import interpolate
-from specchat.stats import Round, TurnStats, device_text
+from specchat.stats import TurnStats, device_text, number
 
 OFF = "off"
 REFERENCE = "reference"  # the bare greedy loop, no engine
@@ -57,22 +57,6 @@ class Run:
         d.pop("tokens")
         d["n_tokens"] = len(self.tokens)
         return d
-
-
-def position_counts(rounds: list[Round]) -> tuple[list[int], list[int]]:
-    """(offered, hits) per draft position over the verify rounds of a turn."""
-    offered: list[int] = []
-    hits: list[int] = []
-    for r in rounds:
-        if r.plain:
-            continue
-        for i in range(r.drafted):
-            if i == len(offered):
-                offered.append(0)
-                hits.append(0)
-            offered[i] += 1
-            hits[i] += i < len(r.accepted)
-    return offered, hits
 
 
 # --- rows ------------------------------------------------------------------------------
@@ -301,10 +285,6 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.0%}"
 
 
-def _num(x: float | None, fmt: str = ".2f", unit: str = "") -> str:
-    return "–" if x is None else f"{x:{fmt}}{unit}"
-
-
 def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
     """The scorecard: one line per suite and configuration."""
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
@@ -324,11 +304,11 @@ def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
             r["suite"],
             r["drafter"],
             str(r["k"]) if drafted else "",
-            _num(r["alpha"]) if drafted else "",
+            number(r["alpha"]) if drafted else "",
             _pct(r["acceptance_rate"]) if drafted else "",
-            _num(r["tok_s"], ".1f"),
-            _num(r["off_tok_s"], ".1f"),
-            _num(r["speedup"], ".2f", "×"),
+            number(r["tok_s"], ".1f"),
+            number(r["off_tok_s"], ".1f"),
+            number(r["speedup"], ".2f", "×"),
             _pct(r["identical_rate"]) if r["drafter"] != OFF else "",
             _pct(sh["draft"]),
             _pct(sh["verify"]),

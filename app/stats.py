@@ -22,9 +22,13 @@ class Round:
     t_verify: float = 0.0
     # Text of the committed pieces, decoded incrementally (UTF-8 safe).
     accepted_text: str = ""
+    forced: int = 0  # leading accepted tokens the grammar forced in a mixed draft (hybrid)
+    forced_text: str = ""  # their text; accepted_text then holds the rest
     rejected_text: str = ""
     target_text: str = ""
     eos: bool = False  # this round ended the turn on an end-of-generation token
+    mode: str = ""  # the drafter that ran the round ("hybrid", "auto", …); `drafter` is its inner source
+    choice: str = ""  # auto's decision for the round, e.g. "ngram k=6"
 
     @property
     def committed(self) -> list[int]:
@@ -116,23 +120,34 @@ def _tokens(rounds: list[Round]) -> int:
     return sum(len(r.committed) for r in rounds)
 
 
+def position_counts(rounds: list[Round]) -> tuple[list[int], list[int]]:
+    """(offered, hits) per draft position over the verify rounds: how many
+    drafts reached position i, and how many of those had token i accepted."""
+    offered: list[int] = []
+    hits: list[int] = []
+    for r in rounds:
+        for i in range(r.drafted):
+            if i == len(offered):
+                offered.append(0)
+                hits.append(0)
+            offered[i] += 1
+            hits[i] += i < len(r.accepted)
+    return offered, hits
+
+
 def per_position_acceptance(rounds: list[Round]) -> list[float]:
     """Share of drafts of length > i whose token i was accepted."""
-    longest = max((r.drafted for r in rounds), default=0)
-    shares = []
-    for i in range(longest):
-        offered = [r for r in rounds if r.drafted > i]
-        shares.append(sum(len(r.accepted) > i for r in offered) / len(offered))
-    return shares
+    offered, hits = position_counts(rounds)
+    return [h / o for o, h in zip(offered, hits)]
 
 
-def round_spans(r: Round, mode: str = "") -> list[dict]:
+def round_spans(r: Round) -> list[dict]:
     """One round as coloured spans: accepted drafts, rejected drafts, then the
-    target's token. `mode` is the drafter that ran it: in hybrid mode the
-    source reads hybrid:ngram / hybrid:draft."""
-    source = f"hybrid:{r.drafter}" if mode == "hybrid" else r.drafter
-    parts = ((r.accepted_text, "accepted", source), (r.rejected_text, "rejected", source),
-             (r.target_text, "target", "target"))
+    target's token. In hybrid mode the source reads hybrid:ngram / hybrid:draft."""
+    source = f"hybrid:{r.drafter}" if r.mode == "hybrid" else r.drafter
+    forced = "hybrid:grammar" if r.mode == "hybrid" else "grammar"
+    parts = ((r.forced_text, "accepted", forced), (r.accepted_text, "accepted", source),
+             (r.rejected_text, "rejected", source), (r.target_text, "target", "target"))
     return [{"text": text, "kind": kind, "drafter": who} for text, kind, who in parts if text]
 
 
@@ -166,6 +181,30 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def number(value: float | None, fmt: str = ".2f", unit: str = "") -> str:
+    """A figure for display; "–" where it was not measured."""
+    return "–" if value is None else f"{value:{fmt}}{unit}"
+
+
+def stats_fields(stats: dict) -> list[tuple[str, str]]:
+    """The stats line of a reply as (field, text) pairs, for `run`, the chat
+    and anything else that shows one. `stats` is TurnStats.to_dict(), with
+    "drafters": the drafters that ran the reply. A reply decoded with drafting
+    off shows its tok/s; otherwise α, acceptance, the drafter's tok/s, the
+    measured off baseline and the speedup of the one over the other."""
+    tok_s = stats.get("spec_tok_s") or stats.get("tok_s", 0.0)
+    if stats.get("drafted", 0) == 0 and set(stats.get("drafters") or ["off"]) <= {"off"}:
+        return [("tok_s", f"{stats.get('tok_s', 0.0):.1f} tok/s"), ("drafter", "drafter off")]
+    baseline = stats.get("baseline_tok_s")
+    return [
+        ("alpha", f"α {stats.get('alpha', 0.0):.2f}"),
+        ("accepted", f"{stats.get('acceptance_rate', 0.0) * 100:.0f}% accepted"),
+        ("tok_s", f"{tok_s:.1f} tok/s"),
+        ("baseline", f"off {baseline:.1f} tok/s (measured)" if baseline else "off not measured (reply too short)"),
+        ("speedup", number(stats.get("speedup"), ".2f", "×")),
+    ]
 
 
 def device_text(device: dict | None) -> str:

@@ -25,8 +25,16 @@ NEEDS_CONSTRAINT = ("grammar",)
 # The most tokens a drafter may propose per round: --k, the settings, the
 # chat's k keys and bench all take k from this range.
 K_MIN, K_MAX = 1, 32
+DEFAULT_K = 16  # copying drafters and auto earn long drafts...
+MODEL_K = 4  # ...a draft model pays for every token it drafts
 
-__all__ = ["Draft", "Drafter", "Drafters", "K_MAX", "K_MIN", "NAMES", "NEEDS_CONSTRAINT"]
+
+def default_k(drafter: str) -> int:
+    """The k a drafter runs at unless told otherwise."""
+    return MODEL_K if drafter in ("draft", "hybrid") else DEFAULT_K
+
+
+__all__ = ["DEFAULT_K", "Draft", "Drafter", "Drafters", "K_MAX", "K_MIN", "NAMES", "NEEDS_CONSTRAINT", "default_k"]
 
 
 class Drafters:

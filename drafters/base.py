@@ -31,6 +31,7 @@ class Drafter:
     """Base class. Subclasses set `name` and override `propose`."""
 
     name = "off"
+    choice = ""  # what the drafter decided for its latest round, where it decides (auto)
 
     def __init__(self) -> None:
         self.drafted = 0  # tokens proposed, over the drafter's life

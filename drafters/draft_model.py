@@ -18,10 +18,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from specchat import kvcache
 from specchat.drafters.base import Draft, Drafter
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, probs, sample
-from specchat.stats import common_prefix
 
 SINGLE_STEP_CATCH_UP = 4  # catch-ups this short are fed token by token
 
@@ -97,16 +97,10 @@ class DraftModelDrafter(Drafter):
 
     def _sync(self, m, context: Sequence[int]) -> None:
         """Make the draft KV hold exactly `context`, with logits for its last position."""
-        keep = common_prefix(m.tokens, context[:-1])  # always re-feed the last token for fresh logits
-        m.truncate(keep)
-        todo = list(context[keep:])
-        if len(todo) <= SINGLE_STEP_CATCH_UP:
-            for t in todo:
-                m.eval([t], n_logits=1)
-        else:
-            t0 = time.perf_counter()
-            m.eval(todo, n_logits=1)
-            self.sync_per_token = (time.perf_counter() - t0) / len(todo)
+        t0 = time.perf_counter()
+        fed = kvcache.sync(m, context, logits=True, one_by_one=SINGLE_STEP_CATCH_UP)
+        if fed > SINGLE_STEP_CATCH_UP:
+            self.sync_per_token = (time.perf_counter() - t0) / fed
         self._synced = len(context)
 
     def close(self) -> None:

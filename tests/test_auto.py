@@ -6,7 +6,7 @@ import pytest
 
 from specchat.costmodel import CostModel
 from specchat.drafters.auto import Acceptance, AutoDrafter, CopyRate
-from specchat.drafters.base import Draft, Drafter
+from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.engine import Engine

@@ -15,7 +15,8 @@ from specchat import bench as bench_mod
 from specchat.bench import SUITES, Bench, Prompt, Suite, load_suite, make_plan, show, write_json
 from specchat.cli import app
 from specchat.errors import SpecchatError
-from specchat.scorecard import CostCurve, Run, break_even, position_counts, rows
+from specchat.scorecard import CostCurve, Run, break_even, rows
+from specchat.stats import position_counts
 from specchat.stats import Round, TurnStats
 
 # --- fabricated runs ----------------------------------------------------------------------

@@ -97,7 +97,7 @@ async def test_history_titles_show_as_text_in_f3(tmp_path):
 
     app = make_app(tmp_path)
     for title in TITLES + [ESCAPES]:
-        app.history.add_message(app.history.new_conversation(title, "fake-pair"), Message("user", title))
+        app.conversation.history.add_message(app.conversation.history.new_conversation(title, "fake-pair"), Message("user", title))
     async with app.run_test(size=(140, 40)) as pilot:
         await ready(pilot)
         await pilot.press("f3")
@@ -164,9 +164,9 @@ async def test_a_stored_reply_with_escapes_shows_them_visibly(tmp_path):
     from tests.test_tui import make_app, ready
 
     app = make_app(tmp_path)
-    conv = app.history.new_conversation("hi", "fake-pair")
-    app.history.add_message(conv, Message("user", "say " + ESCAPES))
-    app.history.add_message(conv, Message("assistant", "ok " + ESCAPES + "\x9b2J done", "eos", {"drafters": ["off"]},
+    conv = app.conversation.history.new_conversation("hi", "fake-pair")
+    app.conversation.history.add_message(conv, Message("user", "say " + ESCAPES))
+    app.conversation.history.add_message(conv, Message("assistant", "ok " + ESCAPES + "\x9b2J done", "eos", {"drafters": ["off"]},
                                           [{"text": "ok " + ESCAPES + "\x9b2J done", "kind": "target", "drafter": "target"}]))
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
@@ -456,9 +456,9 @@ async def test_a_history_that_fails_mid_chat_turns_saving_off(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        app.history.db.close()  # what a vanished disk looks like to sqlite
+        app.conversation.history.db.close()  # what a vanished disk looks like to sqlite
         reply = await send(pilot, "hello")
-        assert reply.stats is not None and app.history is None
+        assert reply.stats is not None and app.conversation.history is None
         assert any(n.title == "history" and "chatting without saving" in n.message for n in app._notifications)
 
 

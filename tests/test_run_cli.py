@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.color import Color, ColorSystem
+
+from specchat.themes import SPEC_DEFAULTS
 
 CODE_EDIT = (Path(__file__).parent / "data" / "code_edit_prompt.txt").read_text()
 
@@ -53,9 +56,17 @@ def test_run_on_a_terminal_colours_accepted_and_strikes_rejected(tiny_pair):
     r = specchat("run", "Count from 1 to 30, separated by commas.", "--target", target, "--drafter", "ngram",
                  "--k", "4", "--max-tokens", "60", env=env)
     assert r.returncode == 0, r.stderr
-    assert "\x1b[32m" in r.stdout  # accepted drafts: green
+    # The theme's colours (the dark theme's, as the chat's), as this terminal shows them.
+    accepted, rejected = (terminal_code(SPEC_DEFAULTS[v]) for v in ("spec-accepted", "spec-rejected"))
+    assert f"\x1b[{accepted}m" in r.stdout  # accepted drafts
+    assert f"\x1b[9;{rejected}m" in r.stdout  # rejected drafts, struck through
     lines = r.stdout.strip().splitlines()
     assert lines[-1].count("α") == 1 and "tok/s" in lines[-1] and "(measured)" in lines[-1]
+
+
+def terminal_code(colour: str) -> str:
+    """The SGR colour code rich writes for `colour` on a 16-colour terminal (FORCE_COLOR=1)."""
+    return Color.parse(colour).downgrade(ColorSystem.STANDARD).get_ansi_codes()[0]
 
 
 def test_unknown_drafter_is_one_line_with_a_hint():

@@ -245,8 +245,8 @@ async def test_stats_line_matches_the_engine(tmp_path):
         assert f"{headless.acceptance_rate * 100:.0f}% accepted" in line
         s = reply.stats
         assert re.fullmatch(
-            rf"α {s['alpha']:.2f} · \d+% accepted · {s['tok_s']:.1f} tok/s · off {s['baseline_tok_s']:.1f} tok/s · "
-            rf"{s['speedup']:.2f}×", line)
+            rf"α {s['alpha']:.2f} · \d+% accepted · {s['spec_tok_s']:.1f} tok/s · "
+            rf"off {s['baseline_tok_s']:.1f} tok/s \(measured\) · {s['speedup']:.2f}×", line)
         speed = next(style for text, style in segments(reply.query_one(StatsLine)) if "×" in text)
         assert hexcolor(speed) == (DARK["accepted"] if s["speedup"] > 1 else DARK["rejected"])
 
@@ -271,7 +271,7 @@ async def test_drafter_off_shows_just_tok_s(tmp_path):
         await ready(pilot)
         reply = await send(pilot, "hello")
         line = str(reply.query_one(StatsLine).render())
-        assert re.fullmatch(r"\d+\.\d tok/s", line), line
+        assert re.fullmatch(r"\d+\.\d tok/s · drafter off", line), line
         assert {s["kind"] for s in reply.spans} == {"target"}
 
 
@@ -322,7 +322,7 @@ async def test_streaming_chunk_reserves_lines_and_gives_them_back(tmp_path):
 async def test_cpu_bound_worker_waits_until_each_batch_is_shown(tmp_path, monkeypatch):
     """Where decoding keeps every core busy, the UI draws between rounds: the
     worker's flush returns only once the reply holds everything it posted."""
-    from specchat.tui import app as app_mod
+    from specchat.tui import stream as app_mod
 
     records = []  # (characters posted so far, characters the reply held when flush returned)
     posted = {"chars": 0}
@@ -337,11 +337,11 @@ async def test_cpu_bound_worker_waits_until_each_batch_is_shown(tmp_path, monkey
     app = make_app(tmp_path, models=FakeModels(step_seconds=0.005, max_tokens=200, cpu_bound=True), drafter="off")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        assert app.cpu_bound and app.ui_share == app_mod.UI_SHARE_CPU_BOUND
+        assert app.pacer.cpu_bound and app.pacer.ui_share == app_mod.UI_SHARE_CPU_BOUND
         reply = await send(pilot, "hello")
         assert len(records) >= 2 and records[-1][0] == len(reply.text) > 0
         assert all(held == sent for sent, held in records), records
-        assert 0 < app.drawing_wait < len(records) * app_mod.SHOW_WAIT_SECONDS
+        assert 0 < app.pacer.drawing_wait < len(records) * app_mod.SHOW_WAIT_SECONDS
 
 
 async def test_models_load_and_decode_only_on_workers(tmp_path):
@@ -378,7 +378,7 @@ async def test_models_load_and_decode_only_on_workers(tmp_path):
 
 
 def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
-    from specchat.tui import app as app_mod
+    from specchat.tui import stream as app_mod
 
     app = make_app(tmp_path)
     clock = {"wall": 100.0, "cpu": 5.0}
@@ -386,21 +386,21 @@ def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
     monkeypatch.setattr(app_mod.time, "thread_time", lambda: clock["cpu"])
 
     def batches(cpu_bound: bool, n: int = 12) -> float:
-        app.cpu_bound, app._pace_mark, app.batch_seconds = cpu_bound, (0.0, 0.0), app_mod.BATCH_SECONDS
+        app.pacer.cpu_bound, app.pacer._mark, app.pacer.batch_seconds = cpu_bound, (0.0, 0.0), app_mod.BATCH_SECONDS
         for _ in range(n):  # each batch costs the UI 6 ms of CPU
-            app._pace()
-            clock["wall"] += app.batch_seconds
+            app.pacer.pace()
+            clock["wall"] += app.pacer.batch_seconds
             clock["cpu"] += 0.006
-        return app.batch_seconds
+        return app.pacer.batch_seconds
 
     # A CPU-bound decode: 6 ms per batch within 0.75% of a core means a batch every 0.8 s.
     assert batches(cpu_bound=True) == pytest.approx(0.006 / 0.0075, rel=0.01)
     # Spare cores: within 10% of a core, every 60 ms.
     assert batches(cpu_bound=False) == pytest.approx(0.006 / 0.10, rel=0.01)
-    app.cpu_bound = True
+    app.pacer.cpu_bound = True
     clock["cpu"] += 1.0  # a very slow render: batches come at the longest spacing allowed
-    app._pace()
-    assert app.batch_seconds == app_mod.MAX_BATCH_SECONDS
+    app.pacer.pace()
+    assert app.pacer.batch_seconds == app_mod.MAX_BATCH_SECONDS
 
 
 # --- drafters, cancel, regenerate, edit ---------------------------------------------------------
@@ -478,7 +478,7 @@ async def test_escape_cancels_and_keeps_partial_reply(tmp_path):
         assert str(reply.query_one(StatsLine).render()).startswith("cancelled · α ")
         assert 0 < reply.stats["tokens"] < 400
         assert reply.text and reply.text == app.session.messages[-1]["content"]
-        stored = app.history.load(app.conv_id).messages
+        stored = app.conversation.history.load(app.conversation.id).messages
         assert [m.role for m in stored] == ["user", "assistant"]
         assert stored[1].finish == "cancelled" and stored[1].content == reply.text
 
@@ -496,7 +496,7 @@ async def test_regenerate_replaces_the_last_reply(tmp_path):
         assert len(replies) == 1
         assert replies.last().text == text  # greedy: the same reply again
         assert [m["role"] for m in app.session.messages] == ["user", "assistant"]
-        assert [m.role for m in app.history.load(app.conv_id).messages] == ["user", "assistant"]
+        assert [m.role for m in app.conversation.history.load(app.conversation.id).messages] == ["user", "assistant"]
 
 
 async def test_edit_last_resends(tmp_path):
@@ -512,7 +512,7 @@ async def test_edit_last_resends(tmp_path):
         assert users == ["goodbye"]
         assert len(app.query(AssistantMessage)) == 1
         assert [m["content"] for m in app.session.messages][0] == "goodbye"
-        assert [m.content for m in app.history.load(app.conv_id).messages][0] == "goodbye"
+        assert [m.content for m in app.conversation.history.load(app.conversation.id).messages][0] == "goodbye"
 
 
 async def test_new_chat_clears(tmp_path):
@@ -520,13 +520,13 @@ async def test_new_chat_clears(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await send(pilot, "hello")
-        first = app.conv_id
+        first = app.conversation.id
         await pilot.press("ctrl+n")
         await pilot.pause()
-        assert not app.query(AssistantMessage) and app.session.messages == [] and app.conv_id is None
+        assert not app.query(AssistantMessage) and app.session.messages == [] and app.conversation.id is None
         await send(pilot, "again")
-        assert app.conv_id != first
-        assert len(app.history.list()) == 2
+        assert app.conversation.id != first
+        assert len(app.conversation.history.list()) == 2
 
 
 async def test_markdown_view_and_copy(tmp_path):
@@ -571,7 +571,7 @@ async def test_history_reload_shows_same_colours_and_numbers(tmp_path):
         # The session continues the reopened conversation.
         assert [m["role"] for m in app2.session.messages] == ["user", "assistant"]
         await send(pilot, "more")
-        assert [m.role for m in app2.history.load(app2.conv_id).messages] == ["user", "assistant"] * 2
+        assert [m.role for m in app2.conversation.history.load(app2.conversation.id).messages] == ["user", "assistant"] * 2
 
 
 # --- first run, pairs, settings --------------------------------------------------------------------------

@@ -122,7 +122,7 @@ async def ui_replies(session, prompt: str):
                 prompt_input.cursor_blink = False  # no repaints while something else decodes
                 s = reply.stats
                 yield {"tokens": s["tokens"], "rounds": s["verify_rounds"] + s["plain_steps"],
-                       "t": s["t_decode"], "ui_cpu": ui_cpu, "wait": app.drawing_wait,
+                       "t": s["t_decode"], "ui_cpu": ui_cpu, "wait": app.pacer.drawing_wait,
                        "sleeps": session.last_sleeps}
 
 

@@ -137,6 +137,22 @@ _KINDS = {"name": (str, "a string"), "dark": (bool, "true or false"), "ansi": (b
           "variables": (dict, "a table")}
 
 
+def span_style(kind: str, drafter: str, resolve=lambda var: f"${var}") -> str:
+    """The style of one span of a reply ({kind, drafter}, as stats.spans makes
+    them): the target's own tokens plain, rejected drafts struck through, and
+    accepted drafts in the accepted colour, or in hybrid mode in the colour of
+    the drafter that proposed them. Textual resolves the $variables from the
+    theme; a plain terminal passes `resolve=SPEC_DEFAULTS.get`."""
+    if kind == "rejected":
+        return "strike " + resolve("spec-rejected")
+    if kind == "accepted":
+        return resolve(HYBRID_SOURCES.get(drafter, "spec-accepted"))
+    return ""
+
+
+HYBRID_SOURCES = {"hybrid:ngram": "spec-ngram", "hybrid:draft": "spec-model"}
+
+
 def theme_from_toml(text: str, default_name: str) -> Theme:
     """One Theme from a TOML document. Raises ValueError naming the bad key,
     so a broken file is refused here instead of crashing the app when used."""

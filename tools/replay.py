@@ -128,9 +128,7 @@ def load_replies(report: dict, pair: str) -> list[dict]:
     for run in report["runs"]:
         if run["slot"] != "A":
             continue
-        s.clear()
-        s.messages.append({"role": "user", "content": texts[(run["suite"], run["prompt"])]})
-        replies.append({"suite": run["suite"], "prompt": s.prompt_tokens(),
+        replies.append({"suite": run["suite"], "prompt": s.prompt_for(texts[(run["suite"], run["prompt"])]),
                         "reply": s.target.tokenize(run["text"], special=False)})
     s.close()
     return replies

@@ -18,22 +18,11 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Markdown, Sparkline, Static, TextArea
 
-from specchat.stats import device_text, merge_spans
+from specchat.stats import device_text, merge_spans, number, stats_fields
 from specchat.textsafe import safe_text
+from specchat.themes import span_style
 
 # --- spans --------------------------------------------------------------------
-
-
-def span_style(kind: str, drafter: str) -> str:
-    if kind == "rejected":
-        return "strike $spec-rejected"
-    if kind == "accepted":
-        if drafter == "hybrid:ngram":
-            return "$spec-ngram"
-        if drafter == "hybrid:draft":
-            return "$spec-model"
-        return "$spec-accepted"
-    return ""
 
 
 def spans_content(spans: list[dict], show_rejected: bool) -> Content:
@@ -57,10 +46,6 @@ def last_code_block(text: str) -> str | None:
 # --- the stats line -------------------------------------------------------------
 
 
-def _num(value, fmt: str) -> str:
-    return "–" if value is None else format(value, fmt)
-
-
 def stats_content(stats: dict, finish: str | None) -> Content:
     """α, acceptance, tok/s, the measured off baseline and the speedup;
     with drafter off, just tok/s."""
@@ -72,16 +57,10 @@ def stats_content(stats: dict, finish: str | None) -> Content:
     drafters = stats.get("drafters") or []
     if len(drafters) > 1:
         parts.append(Content(safe_text("→".join(map(str, drafters)))))
-    if stats.get("drafted", 0) == 0 and set(drafters) <= {"off"}:
-        parts.append(Content(f"{stats.get('tok_s', 0):.1f} tok/s"))
-        return Content(" · ").join(parts)
-    parts.append(Content(f"α {stats.get('alpha', 0):.2f}"))
-    parts.append(Content(f"{stats.get('acceptance_rate', 0) * 100:.0f}% accepted"))
-    parts.append(Content(f"{stats.get('tok_s', 0):.1f} tok/s"))
-    parts.append(Content(f"off {_num(stats.get('baseline_tok_s'), '.1f')} tok/s"))
     speedup = stats.get("speedup")
-    style = "" if speedup is None else "bold $spec-good" if speedup > 1 else "bold $spec-bad" if speedup < 1 else "bold"
-    parts.append(Content.styled(f"{_num(speedup, '.2f')}×", style))
+    good = "" if speedup is None else "bold $spec-good" if speedup > 1 else "bold $spec-bad" if speedup < 1 else "bold"
+    for field, text in stats_fields(stats):
+        parts.append(Content.styled(text, good) if field == "speedup" else Content(text))
     return Content(" · ").join(parts)
 
 
@@ -324,7 +303,7 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
     if not turns:
         return Content("\n").join(where + [Content("no replies yet")])
     last = turns[-1]
-    lines = where + [Content(f"last α {last.get('alpha', 0):.2f} · speedup {_num(last.get('speedup'), '.2f')}×"),
+    lines = where + [Content(f"last α {last.get('alpha', 0):.2f} · speedup {number(last.get('speedup'), '.2f', '×')}"),
              Content(""), Content("acceptance by draft position (last reply)")]
     for i, share in enumerate(last.get("per_position_acceptance") or []):
         lines.append(Content.assemble(f"{i + 1:>3} ", (bar(share), "$spec-accepted"), f" {share * 100:3.0f}%"))

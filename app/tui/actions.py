@@ -1,0 +1,226 @@
+"""Every key of the chat, in one table: ACTIONS makes the bindings (each
+with an id, so `[keymap]` in the settings can remap it), the command
+palette and the legend's key list. `ChatActions` holds what each one does;
+the app mixes it in, so Textual finds `action_<name>` on the app.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from specchat import paths
+from specchat.drafters import NAMES as DRAFTERS
+from specchat.errors import SpecchatError
+from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker
+from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, last_code_block
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str  # binding id: remap with [keymap] in settings.toml
+    keys: str
+    action: str
+    title: str
+    help: str
+    show: bool = False
+    priority: bool = False  # wins over the prompt's own keys (ctrl+d, ctrl+t, …)
+
+
+ACTIONS = [
+    Action("cycle_drafter", "ctrl+d", "cycle_drafter", "Drafter", "Cycle the drafter (from the next round, also mid-reply)", True, True),
+    Action("k_up", "ctrl+up", "k_up", "k+", "Let the drafter propose one more token per round", False, True),
+    Action("k_down", "ctrl+down", "k_down", "k−", "Let the drafter propose one token fewer per round", False, True),
+    Action("cancel", "escape", "cancel", "Cancel", "Stop at the next round; the partial reply stays", True),
+    Action("toggle_rejected", "ctrl+t", "toggle_rejected", "Rejected", "Hide or show rejected drafts", True, True),
+    Action("legend", "f1", "legend", "Legend", "What the colours and numbers mean; every key", True),
+    Action("stats_panel", "f2", "stats_panel", "Stats", "Show or hide the stats panel", True),
+    Action("history", "f3", "history", "History", "Reopen, rename, delete or export a conversation", True),
+    Action("pairs", "f4", "pairs", "Pairs", "Switch to another model pair (pull it if needed)", True),
+    Action("markdown", "f5", "markdown", "Markdown", "Flip the last reply between colours and rendered Markdown"),
+    Action("copy_reply", "f6", "copy_reply", "Copy reply", "Copy the last reply to the clipboard", False, True),
+    Action("copy_code", "f7", "copy_code", "Copy code", "Copy the last reply's last code block", False, True),
+    Action("regenerate", "ctrl+r", "regenerate", "Regenerate", "Generate the last reply again", True, True),
+    Action("edit_last", "ctrl+l", "edit_last", "Edit last", "Edit and resend your last message", False, True),
+    Action("new_chat", "ctrl+n", "new_chat", "New chat", "Start a new conversation", True, True),
+]
+
+
+class SpecchatCommands(Provider):
+    """The command palette, from the ACTIONS table."""
+
+    def _commands(self):
+        app = self.app
+        for a in ACTIONS:
+            yield a.title, partial(app.run_action, a.action), a.help
+
+    async def discover(self) -> Hits:
+        for title, run, help_text in self._commands():
+            yield DiscoveryHit(title, run, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, run, help_text in self._commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), run, help=help_text)
+
+
+class ChatActions:
+    """What each key does. Mixed into SpecchatApp: `self` is the app."""
+
+    def _busy(self) -> bool:
+        if self.generating:
+            self.notify("still generating: Esc stops it", severity="warning")
+        return self.generating
+
+    def action_cycle_drafter(self) -> None:
+        """off → ngram → draft → hybrid → auto, skipping drafters this pair
+        cannot run. The engine switches at its next round."""
+        if self.session is None:
+            return
+        names = list(DRAFTERS)
+        i = names.index(self.drafter) if self.drafter in names else -1
+        for step in range(1, len(names) + 1):
+            name = names[(i + step) % len(names)]
+            try:
+                self.session.set_drafter(name)
+            except SpecchatError:
+                continue  # this pair has no draft model: skip draft/hybrid
+            self.drafter = name
+            note = " (from the next round)" if self.generating else ""
+            if name in ("draft", "hybrid") and not self.session.draft_model_loaded:
+                note += "; the draft model loads on its first use"
+            self.notify(f"drafter: {name}{note}", timeout=3)
+            self._set_status()
+            return
+
+    def action_k_up(self) -> None:
+        self._change_k(+1)
+
+    def action_k_down(self) -> None:
+        self._change_k(-1)
+
+    def _change_k(self, delta: int) -> None:
+        if self.session is not None:
+            self.session.set_k(self.session.k + delta)
+            self._set_status()
+
+    def action_cancel(self) -> None:
+        if self.generating:
+            self.cancel_event.set()
+        elif self.editing:
+            self.editing = False
+            self.query_one(PromptInput).clear()
+
+    def action_toggle_rejected(self) -> None:
+        self.show_rejected = not self.show_rejected
+        for reply in self.query(AssistantMessage):
+            reply.set_show_rejected(self.show_rejected)
+        self.notify("rejected drafts " + ("shown" if self.show_rejected else "hidden"), timeout=2)
+
+    def action_legend(self) -> None:
+        ours = {a.id for a in ACTIONS}
+        seen = {}
+        for active in self.active_bindings.values():
+            b = active.binding
+            if b.id in ours and b.id not in seen:
+                seen[b.id] = b
+        self.push_screen(LegendScreen([(b.key_display or self.get_key_display(b), b.description) for b in seen.values()]))
+
+    def action_stats_panel(self) -> None:
+        panel = self.query_one(StatsPanel)
+        panel.display = not panel.display
+        self._refresh_panel()
+
+    def _refresh_panel(self) -> None:
+        panel = self.query_one(StatsPanel)
+        if panel.display:
+            panel.show(self.conversation.turns, self.session.devices if self.session else {})
+
+    def action_history(self) -> None:
+        if self.conversation.history is None:
+            self.notify("the history is off in this session (see the warning at start)", severity="warning")
+            return
+
+        def chosen(conv_id: int | None) -> None:
+            if conv_id is not None and not self._busy():
+                self.load_conversation(conv_id)
+
+        self.push_screen(HistoryScreen(self.conversation.history, paths.data_dir() / "exports"), chosen)
+
+    def action_pairs(self) -> None:
+        if self._busy():
+            return
+        current = self.session.pair if self.session else ""
+
+        def chosen(name: str | None) -> None:
+            if name and name != current:
+                self.open_pair(name, self.drafter, self.session.k if self.session else self.start_k)
+
+        try:
+            pairs = self.models.pairs()
+        except SpecchatError as err:  # a broken pairs.toml
+            self._cannot_list_pairs(err)
+            return
+        self.push_screen(PairPicker(pairs, current), chosen)
+
+    def _cannot_list_pairs(self, err: SpecchatError) -> None:
+        self._set_status(note=f"no model: {err.message}")
+        self.notify(err.message + (f" ({err.hint})" if err.hint else ""), title="model pairs", severity="error", timeout=20)
+
+    def _last_reply(self) -> AssistantMessage | None:
+        replies = self.query(AssistantMessage)
+        return replies.last() if replies else None
+
+    async def action_markdown(self) -> None:
+        reply = self._last_reply()
+        if reply is not None and reply.stats is not None:
+            await reply.toggle_markdown()
+
+    def action_copy_reply(self) -> None:
+        reply = self._last_reply()
+        if reply is not None:
+            self.copy_to_clipboard(reply.text)
+            self.notify("reply copied", timeout=2)
+
+    def action_copy_code(self) -> None:
+        reply = self._last_reply()
+        code = last_code_block(reply.text) if reply else None
+        if code is None:
+            self.notify("no code block in the last reply", severity="warning", timeout=3)
+            return
+        self.copy_to_clipboard(code)
+        self.notify("code block copied", timeout=2)
+
+    def action_regenerate(self) -> None:
+        if self.session is None or self.generating or not self.session.messages:
+            return
+        reply, had_reply = self._last_reply(), self.conversation.last_is_reply
+        if reply is not None and had_reply:
+            reply.remove()
+        self.conversation.drop_last_reply(had_reply and reply is not None)
+        self._start("regenerate", "")
+
+    def action_edit_last(self) -> None:
+        if self.generating or self.session is None:
+            return
+        text = self.conversation.last_user_text()
+        if text is None:
+            return
+        prompt = self.query_one(PromptInput)
+        prompt.text = text
+        prompt.focus()
+        self.editing = True
+        self.notify("editing your last message: Enter resends, Esc leaves it", timeout=4)
+
+    def action_new_chat(self) -> None:
+        if self._busy():
+            return
+        self.conversation.new()
+        self.editing = False
+        self.query_one("#chat").remove_children()
+        self._refresh_panel()
+        self._set_status()

@@ -1,0 +1,108 @@
+"""The chat's conversation: the one owner of its messages (in the session,
+for the prompt), its record in the history database and the stats of each
+reply. The app asks it to change; the widgets only render what it holds.
+
+A history that fails mid-chat (the disk filled up, the file went read-only)
+turns saving off with one warning; the chat goes on.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Callable
+
+from specchat.history import Conversation as StoredConversation
+from specchat.history import History
+from specchat.history import Message as Stored
+
+
+class Conversation:
+    def __init__(self, history: History | None, warn: Callable[[str], None]) -> None:
+        self.history = history
+        self.warn = warn  # says once that saving stopped
+        self.session = None
+        self.id: int | None = None  # the history's conversation id, once something was saved
+        self.turns: list[dict] = []  # stats of each reply, for the stats panel
+
+    # --- the session follows the conversation ----------------------------------------
+
+    def attach(self, session) -> None:
+        """A newly loaded session (another pair) continues this conversation."""
+        if self.session is not None:
+            session.replace_messages(self.session.messages)
+        self.session = session
+
+    @property
+    def last_is_reply(self) -> bool:
+        msgs = self.session.messages if self.session else []
+        return bool(msgs) and msgs[-1]["role"] == "assistant"
+
+    def last_user_text(self) -> str | None:
+        return self.session.last_user_text() if self.session else None
+
+    # --- changes ------------------------------------------------------------------------
+
+    def user_sent(self, text: str) -> None:
+        """The session adds the message itself when it replies; here it is saved."""
+        self._save(Stored("user", text), title=text)
+
+    def replied(self, text: str, finish: str, stats: dict, spans: list[dict]) -> None:
+        self._save(Stored("assistant", text, finish, stats, spans))
+        self.turns.append(stats)
+
+    def drop_last_reply(self, had_reply: bool) -> None:
+        """Before a regenerate: the session drops its last reply itself."""
+        if had_reply and self.turns:
+            self.turns.pop()
+        self._drop_last("assistant")
+
+    def drop_last_exchange(self, had_reply: bool) -> None:
+        """Before an edit: the last user message and its reply go."""
+        if had_reply and self.turns:
+            self.turns.pop()
+        self._drop_last("user")
+
+    def open(self, conv_id: int) -> StoredConversation:
+        """Reopen a stored conversation; returns it for the widgets to render."""
+        conv = self.history.load(conv_id)
+        self.id = conv.id
+        self.turns = [m.stats for m in conv.messages if m.role == "assistant" and m.stats]
+        if self.session is not None:
+            self.session.replace_messages([{"role": m.role, "content": m.content} for m in conv.messages])
+        return conv
+
+    def new(self) -> None:
+        if self.session is not None:
+            self.session.clear()
+        self.id = None
+        self.turns = []
+
+    # --- the history ---------------------------------------------------------------------
+
+    def _save(self, msg: Stored, title: str = "") -> None:
+        if self.history is None:
+            return
+        try:
+            if self.id is None:
+                pair = self.session.pair if self.session else ""
+                self.id = self.history.new_conversation(_title(title or msg.content), pair)
+            self.history.add_message(self.id, msg)
+        except sqlite3.Error as err:
+            self._stop_saving(err)
+
+    def _drop_last(self, role: str) -> None:
+        if self.history is None or self.id is None:
+            return
+        try:
+            self.history.drop_last(self.id, role)
+        except sqlite3.Error as err:
+            self._stop_saving(err)
+
+    def _stop_saving(self, err: Exception) -> None:
+        self.history = None
+        self.warn(f"cannot save to the history ({err}); chatting without saving from now on")
+
+
+def _title(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "New chat"
+    return line[:60] + ("…" if len(line) > 60 else "")
