@@ -18,73 +18,34 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import resource
-import statistics
 import sys
 import time
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from specchat import scorecard
 from specchat.chat import ChatSession
-from specchat.costmodel import time_decodes
 from specchat.drafters import default_k
-from specchat.engine import prefill
 from specchat.errors import SpecchatError
-from specchat.sampling import SamplingParams, probs, sample
+from specchat.sampling import SamplingParams
+from specchat.measure import (
+    bare_greedy,
+    bare_stats,
+    file_facts,
+    machine_facts,
+    measure_cost_curve,
+    peak_rss_mb,
+    time_ngram_proposals,
+)
 from specchat.scorecard import OFF, REFERENCE, CostCurve, Run
+from specchat.suites import SUITES, Prompt, Suite, load_suite
 from specchat.stats import TurnStats, first_difference, position_counts
 
-SUITES = ("code-edit", "summarize", "code-gen", "chat", "math")
-CURVE_CONTEXT = 512  # tokens of real text before the cost curve's decodes
-CURVE_REPEATS = 5
-NGRAM_CONTEXT = 32768
-NGRAM_CALLS = 300
-NGRAM_K = 16
-NGRAM_BAR_MS = 0.2
 WIDE = 160  # output width when stdout is not a terminal
-
-
-# --- suites -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Prompt:
-    id: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    prompts: tuple[Prompt, ...]
-    description: str = ""
-
-
-def load_suite(name: str) -> Suite:
-    """A packaged suite by name, or a suite file (path ending in .toml)."""
-    if name.endswith(".toml"):
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise SpecchatError(f"no suite file at {path}", hint="pass a suite name or the path of a .toml file")
-        text = path.read_text("utf-8")
-    elif name in SUITES:
-        text = resources.files("specchat").joinpath(f"suites/{name}.toml").read_text("utf-8")
-    else:
-        raise SpecchatError(f"unknown suite {name!r}", hint=f"choose from: {', '.join(SUITES)} (or a .toml file)", code=2)
-    data = tomllib.loads(text)
-    prompts = tuple(Prompt(p["id"], p["text"]) for p in data.get("prompt", []))
-    if not prompts:
-        raise SpecchatError(f"suite {name!r} has no prompts", hint="add [[prompt]] tables with id and text")
-    return Suite(data.get("name", Path(name).stem), prompts, data.get("description", ""))
 
 
 # --- what to run ---------------------------------------------------------------------------
@@ -157,121 +118,6 @@ def make_plan(suites: str, drafters: str, ks: str, max_tokens: int = 128, repeat
     if not suite_list:
         raise SpecchatError("no suites given", hint=f"choose from: {', '.join(SUITES)}", code=2)
     return Plan(suite_list, [n for n in names if n != OFF], k_values, max_tokens, repeats, temp)
-
-
-# --- measuring -----------------------------------------------------------------------------
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory so far."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
-
-
-def bare_greedy(model, prompt: list[int], max_tokens: int, sampling: SamplingParams) -> tuple[list[int], float, int]:
-    """Plain decoding straight on the driver, one token per llama_decode: no
-    engine, drafter, rounds or stats. Returns (tokens, decode seconds, steps)."""
-    prefill(model, prompt)
-    rng = np.random.default_rng(sampling.seed)
-    out: list[int] = []
-    token, steps = prompt[-1], 0
-    t0 = time.perf_counter()
-    while len(out) < max_tokens:
-        model.eval([token], n_logits=1)
-        steps += 1
-        token = model.argmax(0) if sampling.greedy else sample(probs(model.logits(0), sampling), rng)
-        if model.is_eog(token):
-            break
-        out.append(token)
-    return out, time.perf_counter() - t0, steps
-
-
-def measure_cost_curve(model, text: list[int], max_positions: int, repeats: int = CURVE_REPEATS) -> CostCurve:
-    """Time one decode of n = 1..max_positions positions right after real
-    context (costmodel.time_decodes); the median of `repeats` per size."""
-    base = (text * (CURVE_CONTEXT // max(1, len(text)) + 2))[: min(CURVE_CONTEXT, model.n_ctx // 2)]
-    model.truncate(0)
-    model.eval(base, n_logits=0)
-    positions = list(range(1, max_positions + 1))
-    samples = time_decodes(model, positions, repeats, filler=text[: max_positions + 1])
-    model.truncate(0)
-    return CostCurve(len(base), positions, [statistics.median(samples[n]) for n in positions], repeats)
-
-
-def time_ngram_proposals(text: list[int], context: int = NGRAM_CONTEXT, calls: int = NGRAM_CALLS) -> dict:
-    """Index `context` tokens of repeated real text, then time propose() as
-    the conversation grows by the proposed tokens."""
-    from specchat.drafters.ngram import NgramDrafter
-
-    ctx = (text * (context // max(1, len(text)) + 1))[:context]
-    drafter = NgramDrafter()
-    drafter.begin(ctx)
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        draft = drafter.propose(ctx, NGRAM_K)
-        times.append(time.perf_counter() - t0)
-        new = draft.tokens[:4] or text[:1]
-        ctx += new
-        drafter.observe(new)
-    times_ms = sorted(t * 1e3 for t in times)
-    mean = statistics.fmean(times_ms)
-    return {
-        "context_tokens": context,
-        "k": NGRAM_K,
-        "calls": calls,
-        "mean_ms": mean,
-        "median_ms": statistics.median(times_ms),
-        "p99_ms": times_ms[int(0.99 * (len(times_ms) - 1))],
-        "bar_ms": NGRAM_BAR_MS,
-        "ok": mean < NGRAM_BAR_MS,
-    }
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_facts(session: ChatSession) -> dict:
-    import llama_cpp
-
-    from specchat import llama
-
-    return {
-        "cpu_model": _cpu_model(),
-        "logical_cores": os.cpu_count(),
-        "physical_cores": llama.physical_cores(),
-        "threads": session.target.n_threads,
-        "n_ctx": session.n_ctx,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "llama_cpp_python": llama_cpp.__version__,
-        "llama_system_info": llama.system_info(),
-        "devices": session.devices,  # backend, device, layers offloaded: target and draft
-    }
-
-
-def file_facts(path: Path | None) -> dict | None:
-    """A model file with its sha256 from the store's verification record."""
-    if path is None:
-        return None
-    from specchat.store import read_json, record_path
-
-    record = read_json(record_path(path)) or {}
-    return {
-        "path": str(path),
-        "size": path.stat().st_size,
-        "sha256": record.get("sha256"),
-        "verified_at": record.get("verified_at"),
-        "source": record.get("source"),
-    }
 
 
 # --- the bench ---------------------------------------------------------------------------------
@@ -361,7 +207,7 @@ class Bench:
             out, t, steps = bare_greedy(self.session.target, tokens, budget, self.session.sampling)
             run.tokens, run.text = out, self.session.target.detokenize(out)
             run.finish = "length" if len(out) >= budget else "eos"
-            run.stats = _bare_stats(len(out), t, steps, len(tokens) - 1)
+            run.stats = bare_stats(len(out), t, steps, len(tokens) - 1)
         else:
             turn = self._engine_turn(prompt, drafter, k_engine)
             run.tokens, run.text, run.finish, run.stats = turn.tokens, turn.text, turn.finish, turn.stats
@@ -421,19 +267,6 @@ class Bench:
             "break_even": scorecard.break_even(self.curve, self.runs) if self.curve else [],
             "runs": [r.to_dict() for r in self.runs],
         }
-
-
-def _bare_stats(tokens: int, t_decode: float, steps: int, prefill: int) -> TurnStats:
-    """TurnStats for the reference loop: every step plain, nothing else timed."""
-    return TurnStats(
-        tokens=tokens,
-        tok_s=tokens / t_decode if t_decode > 0 else 0.0,
-        baseline_tok_s=tokens / t_decode if t_decode > 0 else None,
-        t_plain=t_decode,
-        t_decode=t_decode,
-        plain_steps=steps,
-        prefill_tokens=prefill,
-    )
 
 
 # --- the command ---------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from specchat import bench as bench_mod
-from specchat.bench import SUITES, Bench, Prompt, Suite, load_suite, make_plan, show, write_json
+from specchat import measure as measure_mod
+from specchat.bench import Bench, make_plan, show, write_json
+from specchat.suites import SUITES, Prompt, Suite, load_suite
 from specchat.cli import app
 from specchat.errors import SpecchatError
 from specchat.scorecard import CostCurve, Run, break_even, rows
@@ -240,8 +241,8 @@ def tiny_session(tiny_pair):
 
 @pytest.fixture
 def small_measures(monkeypatch):
-    monkeypatch.setattr(bench_mod, "CURVE_CONTEXT", 64)
-    monkeypatch.setattr(bench_mod, "CURVE_REPEATS", 2)
+    monkeypatch.setattr(measure_mod, "CURVE_CONTEXT", 64)
+    monkeypatch.setattr(measure_mod, "CURVE_REPEATS", 2)
 
 
 @pytest.mark.real
@@ -251,7 +252,7 @@ def test_tiny_bench_report_and_ab_order(tiny_session, tiny_pair, small_measures,
     b = Bench(tiny_session, plan)
     b.run()
     path = tmp_path / "bench.json"
-    from specchat.bench import file_facts
+    from specchat.measure import file_facts
 
     write_json(b.report({"name": "tiny", "target": file_facts(tiny_pair[0]), "draft": file_facts(tiny_pair[1])}), str(path))
     report = json.loads(path.read_text())

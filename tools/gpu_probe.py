@@ -29,7 +29,7 @@ from pathlib import Path
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
 from specchat import llama
-from specchat.bench import measure_cost_curve
+from specchat.measure import measure_cost_curve
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = (ROOT / "tests" / "data" / "code_edit_prompt.txt").read_text()

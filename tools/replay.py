@@ -119,7 +119,7 @@ def draft_rates(report: dict) -> dict[str, list[float]]:
 
 def load_replies(report: dict, pair: str) -> list[dict]:
     """The report's off replies as (suite, prompt tokens, reply tokens), in the bench's order."""
-    from specchat.bench import load_suite
+    from specchat.suites import load_suite
     from specchat.loader import open_session
 
     s = open_session(pair, drafter="off", k=4)

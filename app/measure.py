@@ -1,0 +1,158 @@
+"""What bench measures besides its runs: the target's cost curve, the
+n-gram proposal's time at a long context, a bare greedy loop (the reference
+row: the same work as off, without the engine), and the machine and file
+facts that go into the report.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from specchat.chat import ChatSession
+from specchat.costmodel import time_decodes
+from specchat.engine import prefill
+from specchat.sampling import SamplingParams, probs, sample
+from specchat.scorecard import CostCurve
+from specchat.stats import TurnStats
+
+CURVE_CONTEXT = 512  # tokens of real text before the cost curve's decodes
+CURVE_REPEATS = 5
+NGRAM_CONTEXT = 32768
+NGRAM_CALLS = 300
+NGRAM_K = 16
+NGRAM_BAR_MS = 0.2
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
+def bare_greedy(model, prompt: list[int], max_tokens: int, sampling: SamplingParams) -> tuple[list[int], float, int]:
+    """Plain decoding straight on the driver, one token per llama_decode: no
+    engine, drafter, rounds or stats. Returns (tokens, decode seconds, steps)."""
+    prefill(model, prompt)
+    rng = np.random.default_rng(sampling.seed)
+    out: list[int] = []
+    token, steps = prompt[-1], 0
+    t0 = time.perf_counter()
+    while len(out) < max_tokens:
+        model.eval([token], n_logits=1)
+        steps += 1
+        token = model.argmax(0) if sampling.greedy else sample(probs(model.logits(0), sampling), rng)
+        if model.is_eog(token):
+            break
+        out.append(token)
+    return out, time.perf_counter() - t0, steps
+
+
+def measure_cost_curve(model, text: list[int], max_positions: int, repeats: int = CURVE_REPEATS) -> CostCurve:
+    """Time one decode of n = 1..max_positions positions right after real
+    context (costmodel.time_decodes); the median of `repeats` per size."""
+    base = (text * (CURVE_CONTEXT // max(1, len(text)) + 2))[: min(CURVE_CONTEXT, model.n_ctx // 2)]
+    model.truncate(0)
+    model.eval(base, n_logits=0)
+    positions = list(range(1, max_positions + 1))
+    samples = time_decodes(model, positions, repeats, filler=text[: max_positions + 1])
+    model.truncate(0)
+    return CostCurve(len(base), positions, [statistics.median(samples[n]) for n in positions], repeats)
+
+
+def time_ngram_proposals(text: list[int], context: int = NGRAM_CONTEXT, calls: int = NGRAM_CALLS) -> dict:
+    """Index `context` tokens of repeated real text, then time propose() as
+    the conversation grows by the proposed tokens."""
+    from specchat.drafters.ngram import NgramDrafter
+
+    ctx = (text * (context // max(1, len(text)) + 1))[:context]
+    drafter = NgramDrafter()
+    drafter.begin(ctx)
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        draft = drafter.propose(ctx, NGRAM_K)
+        times.append(time.perf_counter() - t0)
+        new = draft.tokens[:4] or text[:1]
+        ctx += new
+        drafter.observe(new)
+    times_ms = sorted(t * 1e3 for t in times)
+    mean = statistics.fmean(times_ms)
+    return {
+        "context_tokens": context,
+        "k": NGRAM_K,
+        "calls": calls,
+        "mean_ms": mean,
+        "median_ms": statistics.median(times_ms),
+        "p99_ms": times_ms[int(0.99 * (len(times_ms) - 1))],
+        "bar_ms": NGRAM_BAR_MS,
+        "ok": mean < NGRAM_BAR_MS,
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_facts(session: ChatSession) -> dict:
+    import llama_cpp
+
+    from specchat import llama
+
+    return {
+        "cpu_model": _cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "physical_cores": llama.physical_cores(),
+        "threads": session.target.n_threads,
+        "n_ctx": session.n_ctx,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "llama_cpp_python": llama_cpp.__version__,
+        "llama_system_info": llama.system_info(),
+        "devices": session.devices,  # backend, device, layers offloaded: target and draft
+    }
+
+
+def file_facts(path: Path | None) -> dict | None:
+    """A model file with its sha256 from the store's verification record."""
+    if path is None:
+        return None
+    from specchat.store import read_json, record_path
+
+    record = read_json(record_path(path)) or {}
+    return {
+        "path": str(path),
+        "size": path.stat().st_size,
+        "sha256": record.get("sha256"),
+        "verified_at": record.get("verified_at"),
+        "source": record.get("source"),
+    }
+
+
+def bare_stats(tokens: int, t_decode: float, steps: int, prefill: int) -> TurnStats:
+    """TurnStats for the reference loop: every step plain, nothing else timed."""
+    return TurnStats(
+        tokens=tokens,
+        tok_s=tokens / t_decode if t_decode > 0 else 0.0,
+        baseline_tok_s=tokens / t_decode if t_decode > 0 else None,
+        t_plain=t_decode,
+        t_decode=t_decode,
+        plain_steps=steps,
+        prefill_tokens=prefill,
+    )
+
+

@@ -1,0 +1,48 @@
+"""The bench's suites: prompts grouped by the kind of text they ask for
+(copy-heavy edits, summaries, fresh code, chat, math). Packaged suites live
+in suites/*.toml; a suite file of the same shape can be passed by path.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from specchat.errors import SpecchatError
+
+SUITES = ("code-edit", "summarize", "code-gen", "chat", "math")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    prompts: tuple[Prompt, ...]
+    description: str = ""
+
+
+def load_suite(name: str) -> Suite:
+    """A packaged suite by name, or a suite file (path ending in .toml)."""
+    if name.endswith(".toml"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise SpecchatError(f"no suite file at {path}", hint="pass a suite name or the path of a .toml file")
+        text = path.read_text("utf-8")
+    elif name in SUITES:
+        text = resources.files("specchat").joinpath(f"suites/{name}.toml").read_text("utf-8")
+    else:
+        raise SpecchatError(f"unknown suite {name!r}", hint=f"choose from: {', '.join(SUITES)} (or a .toml file)", code=2)
+    data = tomllib.loads(text)
+    prompts = tuple(Prompt(p["id"], p["text"]) for p in data.get("prompt", []))
+    if not prompts:
+        raise SpecchatError(f"suite {name!r} has no prompts", hint="add [[prompt]] tables with id and text")
+    return Suite(data.get("name", Path(name).stem), prompts, data.get("description", ""))
+
+
