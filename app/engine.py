@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -52,12 +52,27 @@ class Turn:
         return "".join(r.forced_text + r.accepted_text + r.target_text for r in self.rounds)
 
 
+class TargetModel(Protocol):
+    """What the engine needs of its target: llama.py's Model, or a test fake."""
+
+    tokens: list[int]  # what the KV cache holds, in order
+    n_ctx: int
+
+    def eval(self, tokens: Sequence[int], n_logits: int = 1) -> None: ...
+    def logits(self, j: int) -> np.ndarray: ...
+    def argmax(self, j: int) -> int: ...
+    def truncate(self, n: int) -> None: ...
+    def is_eog(self, t: int) -> bool: ...
+    def piece(self, t: int) -> bytes: ...
+    def detokenize(self, tokens: Sequence[int]) -> str: ...
+
+
 class Engine:
     """Speculative decoding on one target model."""
 
     def __init__(
         self,
-        target,
+        target: TargetModel,
         drafter: Drafter,
         *,
         k: int,
