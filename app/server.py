@@ -141,11 +141,16 @@ class ServerClient:
             build=str(props.get("build_info", "")),
             meta=first.get("meta") or {},
         )
+        self.read_slots(info)
+        return info
+
+    def read_slots(self, info: ServerInfo) -> None:
+        """Whether the server speculates, and how (/slots; its types only once a request has run)."""
         slots = self.get("/slots", optional=True)
         if isinstance(slots, list) and slots:
             info.speculative = bool(slots[0].get("speculative"))
-            info.spec_types = str((slots[0].get("params") or {}).get("speculative.types", ""))
-        return info
+            types = str((slots[0].get("params") or {}).get("speculative.types", "")).split(",")
+            info.spec_types = ",".join(t for t in types if t and t != "none")  # llama.cpp lists "none" first
 
     def stream_chat(self, body: dict, cancel: threading.Event | None) -> Iterator[dict]:
         """POST /v1/chat/completions with stream=true; yields each event's JSON.
@@ -493,6 +498,8 @@ class ServerSession:
         turn.timings, turn.counters, turn.exact = totals.timings, totals.counters, totals.exact
         turn.stats = server_stats(totals, time.perf_counter() - t0)
         self._context_used = _context(totals.timings)
+        if self.info.speculative and not self.info.spec_types and turn.finish != "cut":
+            self.client.read_slots(self.info)
         # The partial reply of a cut stream stays in the conversation, as it was shown.
         self._messages.append({"role": "assistant", "content": turn.text})
         return turn
@@ -630,3 +637,39 @@ def open_server_session(url: str | None, *, pair: str | None = None, target: str
         session.close()
         raise
     return session
+
+
+class ServerModels:
+    """The chat's model source (tui.models.Models' methods) for a server:
+    one "pair", the server's model, always there, opened as a ServerSession."""
+
+    def __init__(self, url: str, baseline_url: str | None = None) -> None:
+        self.url = check_url(url)
+        self.baseline_url = check_url(baseline_url) if baseline_url else None
+        self.name = f"server {self.url}"
+
+    def pairs(self) -> list:
+        from specchat.tui.models import PairInfo
+
+        return [PairInfo(self.name, "the llama.cpp server's model and speculation", True, True)]
+
+    def default_pair(self) -> str:
+        return self.name
+
+    def is_pulled(self, name: str) -> bool:
+        return name == self.name
+
+    def pull(self, name: str) -> None:
+        raise SpecchatError("a server's model is not pulled", hint="the server loads its own model")
+
+    def pull_progress(self, name: str) -> tuple[int, int | None]:
+        return 0, None
+
+    def open(self, pair: str, drafter: str, k: int, settings) -> ServerSession:
+        session = ServerSession(self.url, sampling=SamplingParams(temp=settings.temperature),
+                                system=settings.system_prompt or None, baseline_url=self.baseline_url)
+        if "n_max" in session.info.knobs:
+            session.set_k(k)  # the chat's k goes out as speculative.n_max where the server takes it
+        if drafter in session.drafters():
+            session.set_drafter(drafter)
+        return session
