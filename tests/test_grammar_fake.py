@@ -14,7 +14,7 @@ from specchat.engine import Engine
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, probs
 from tests.fake_grammar import END, MACHINE, FakeGrammar, matches
-from tests.fake_model import EOS, FakeModel
+from tests.support.fake_model import EOS, FakeModel
 from tests.test_engine_fake import KVChecker, PerfectDrafter, RandomDrafter
 
 PROMPT = [5, 9, 3, 7, 5, 9, 3, 11, 2, 5, 9]
@@ -166,3 +166,26 @@ def test_constrained_sampling_matches_the_masked_target_distribution(name):
     support = expected > 0
     assert counts[~support].sum() == 0, "sampled a token the grammar refuses"
     assert chisquare(counts[support], expected[support]).pvalue > 0.001
+
+
+# --- the grammar's colour ---------------------------------------------------------------
+
+
+def test_every_builtin_theme_gives_grammar_tokens_their_own_colour():
+    from specchat.stats import Round, round_spans
+    from specchat.themes import BUILTIN, span_style
+
+    for theme in BUILTIN:
+        v = theme.variables
+        others = {v[name] for name in ("spec-accepted", "spec-rejected", "spec-ngram", "spec-model")}
+        assert v["spec-grammar"] not in others, theme.name
+    # A hybrid round whose draft the grammar started: forced text first, in the grammar's colour.
+    r = Round(accepted=[6, 7, 8, 9], rejected=[10], target=11, drafter="ngram", plain=False, mode="hybrid",
+              forced=3, forced_text=" and then it", accepted_text=" ran", rejected_text=" to", target_text=" see")
+    spans = round_spans(r)
+    assert [(s["text"], s["drafter"]) for s in spans] == [
+        (" and then it", "hybrid:grammar"), (" ran", "hybrid:ngram"), (" to", "hybrid:ngram"), (" see", "target")]
+    assert [span_style(s["kind"], s["drafter"]) for s in spans] == ["$spec-grammar", "$spec-ngram", "strike $spec-rejected", ""]
+    # The grammar drafter alone, or chosen by auto: the same colour.
+    alone = Round(accepted=[6], rejected=[], target=7, drafter="grammar", plain=False, mode="auto", accepted_text=" and")
+    assert span_style(*(lambda s: (s["kind"], s["drafter"]))(round_spans(alone)[0])) == "$spec-grammar"

@@ -6,6 +6,8 @@ Every theme sets the spec variables the TUI's styles use:
 - `spec-rejected`  draft tokens the target threw away (also struck through)
 - `spec-ngram`     accepted tokens the n-gram drafter proposed (hybrid mode)
 - `spec-model`     accepted tokens the draft model proposed (hybrid mode)
+- `spec-grammar`   accepted tokens the grammar forced (the grammar drafter,
+                   and its part of a hybrid or auto draft)
 - `spec-good`      a speedup above 1
 - `spec-bad`       a speedup below 1
 
@@ -26,7 +28,7 @@ from pathlib import Path
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-SPEC_VARIABLES = ("spec-accepted", "spec-rejected", "spec-ngram", "spec-model", "spec-good", "spec-bad")
+SPEC_VARIABLES = ("spec-accepted", "spec-rejected", "spec-ngram", "spec-model", "spec-grammar", "spec-good", "spec-bad")
 
 # Fallbacks for themes that don't name the spec colours (Textual's own, say).
 SPEC_DEFAULTS = {
@@ -34,6 +36,7 @@ SPEC_DEFAULTS = {
     "spec-rejected": "#e0605e",
     "spec-ngram": "#4ec96b",
     "spec-model": "#3fb8c4",
+    "spec-grammar": "#c58af9",
     "spec-good": "#4ec96b",
     "spec-bad": "#e0605e",
 }
@@ -72,6 +75,7 @@ LIGHT = Theme(
         "spec-rejected": "#c62828",
         "spec-ngram": "#1a7f37",
         "spec-model": "#0b6e79",
+        "spec-grammar": "#8250df",
         "spec-good": "#1a7f37",
         "spec-bad": "#c62828",
     },
@@ -97,6 +101,7 @@ COLORBLIND = Theme(
         "spec-rejected": "#e69f00",
         "spec-ngram": "#56b4e9",
         "spec-model": "#cc79a7",
+        "spec-grammar": "#009e73",
         "spec-good": "#56b4e9",
         "spec-bad": "#e69f00",
     },
@@ -122,6 +127,7 @@ HIGH_CONTRAST = Theme(
         "spec-rejected": "#ff4040",
         "spec-ngram": "#00ff00",
         "spec-model": "#00ffff",
+        "spec-grammar": "#ff00ff",
         "spec-good": "#00ff00",
         "spec-bad": "#ff4040",
     },
@@ -150,7 +156,10 @@ def span_style(kind: str, drafter: str, resolve=lambda var: f"${var}") -> str:
     return ""
 
 
-HYBRID_SOURCES = {"hybrid:ngram": "spec-ngram", "hybrid:draft": "spec-model"}
+# Accepted tokens coloured by who proposed them: in hybrid mode each source;
+# grammar-forced tokens in any mode (grammar, hybrid, auto).
+HYBRID_SOURCES = {"hybrid:ngram": "spec-ngram", "hybrid:draft": "spec-model", "hybrid:grammar": "spec-grammar",
+                  "grammar": "spec-grammar"}
 
 
 def theme_from_toml(text: str, default_name: str) -> Theme:
