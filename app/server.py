@@ -133,9 +133,10 @@ class ServerClient:
         props = self.get("/props", optional=True) or {}
         settings = props.get("default_generation_settings") or {}
         params = settings.get("params") or {}
+        model = str(first.get("id") or props.get("model_alias") or "?")
         info = ServerInfo(
             url=self.url,
-            model=str(first.get("id") or props.get("model_alias") or "?"),
+            model=model.rsplit("/", 1)[-1] or model,  # llama-server's id is the file's path
             n_ctx=settings.get("n_ctx") or (first.get("meta") or {}).get("n_ctx"),
             knobs=tuple(k for k in KNOBS if f"speculative.{k}" in params),
             build=str(props.get("build_info", "")),
@@ -510,18 +511,12 @@ class ServerSession:
         """Decode `turn` again with speculation off and measure it by the
         server's clock: on this server when it takes speculative.n_max, else
         on the --baseline-server. Sets turn.baseline and the speedup."""
-        if self.baseline_client is None and "n_max" not in self.info.knobs:
-            raise SpecchatError(
-                f"--baseline needs speculation off for one request, and {self.client.url} takes no per-request "
-                "speculative settings (its /props lists none)",
-                hint="start a second llama-server with the same -m and no -md, and pass --baseline-server URL")
+        self.check_baseline()
         client = self.baseline_client or self.client
         body = dict(turn.body, stream=False)
         body.pop("timings_per_token", None)
         if self.baseline_client is None:
             body.update({"speculative.n_max": 0, "speculative.n_min": 0})
-        else:
-            self._check_same_model()
         reply = client.complete(body)
         timings = reply.get("timings") or {}
         if not timings.get("predicted_per_second"):
@@ -538,6 +533,16 @@ class ServerSession:
         s.baseline_tok_s = float(timings["predicted_per_second"])
         s.speedup = s.tok_s / s.baseline_tok_s if s.tok_s else None
         s.identical = content == turn.text
+
+    def check_baseline(self) -> None:
+        """Refuse --baseline, before any work, where speculation cannot be turned off."""
+        if self.baseline_client is None and "n_max" not in self.info.knobs:
+            raise SpecchatError(
+                f"--baseline needs speculation off for one request, and {self.client.url} takes no per-request "
+                "speculative settings (its /props lists none)",
+                hint="start a second llama-server with the same -m and no -md, and pass --baseline-server URL")
+        if self.baseline_client is not None:
+            self._check_same_model()
 
     def _check_same_model(self) -> None:
         other = self.baseline_client.probe()
@@ -633,6 +638,8 @@ def open_server_session(url: str | None, *, pair: str | None = None, target: str
                             baseline_url=check_url(baseline_server) if baseline_server else None, **kwargs)
     try:
         session.set_drafter(SERVER_DRAFTER if drafter == "auto" else drafter)
+        if baseline:
+            session.check_baseline()
     except SpecchatError:
         session.close()
         raise

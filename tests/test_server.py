@@ -115,7 +115,7 @@ def test_run_prints_the_stats_line_from_the_server(spec_server):
     assert f"{accepted}/{drafted} drafts accepted ({accepted / drafted * 100:.0f}%, server totals)" in last
     assert "tok/s (server clock)" in last
     assert "×" not in last and "off " not in last  # no baseline asked: no speedup at all
-    assert "SmolLM2" in last or "smollm2" in last.lower()
+    assert last.startswith(f"SmolLM2-135M-Instruct.Q4_1.gguf on {spec_server.url} · ")  # the model, named by the server
 
 
 @pytest.mark.real
@@ -174,7 +174,7 @@ def test_baseline_on_a_server_without_per_request_settings_is_refused(spec_serve
     # llama.cpp as vendored in llama-cpp-python 0.3.36 compiles its per-request
     # speculative fields out (server-schema.cpp, "#if 0"): /props lists none.
     out = specchat("run", "--server", spec_server.url, "--baseline", PROMPT, "--max-tokens", "10")
-    assert out.returncode == 1
+    assert out.returncode == 1 and not out.stdout  # refused before the server does any work
     assert "takes no per-request speculative settings" in out.stderr
     assert "--baseline-server" in out.stderr
     out = specchat("run", "--server", spec_server.url, "--k", "3", PROMPT)
@@ -187,6 +187,7 @@ def test_baseline_server_with_a_draft_is_refused(spec_server):
     out = specchat("run", "--server", spec_server.url, "--baseline", "--baseline-server", spec_server.url,
                    PROMPT, "--max-tokens", "10")
     assert out.returncode == 1 and "the baseline server at" in out.stderr and "speculates" in out.stderr
+    assert not out.stdout  # refused before any decoding
 
 
 # --- errors ------------------------------------------------------------------------------------
