@@ -38,6 +38,7 @@ class SessionStatus:
     n_ctx: int
     choice: str  # auto's latest decision ("" for other drafters)
     chosen: dict[str, int] | None  # how often auto picked each option this turn (None for others)
+    constraint: str = ""  # what replies must match: "JSON · person.json"; "" for free text
 
 
 class ChatSession:
@@ -118,7 +119,7 @@ class ChatSession:
     def status(self) -> SessionStatus:
         drafter, sampling = self.engine.drafter, self.engine.sampling
         return SessionStatus(self.pair, drafter.name, self.k, sampling.temp, sampling.greedy, self.context_used,
-                             self.n_ctx, drafter.choice, getattr(drafter, "chosen", None))
+                             self.n_ctx, drafter.choice, getattr(drafter, "chosen", None), self.constraint.label)
 
     @contextmanager
     def using(self, drafter: str, k: int | None = None, baseline_every: int | None = None) -> Iterator[None]:

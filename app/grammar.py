@@ -118,6 +118,21 @@ def dumps_layout(gbnf: str) -> str:
     return gbnf.replace(r'char ::= [^"\\]', r'char ::= [^"\\\x7F\x00-\x1F]')
 
 
+SCHEMA_PREFIX = "/schema"
+
+
+def schema_prefix(message: str) -> tuple[str | None, str]:
+    """Split a chat message "/schema FILE rest" into (FILE, rest); FILE "off"
+    frees the replies again. A message without the prefix gives (None, message)."""
+    head, _, rest = message.lstrip().partition(" ")
+    if head != SCHEMA_PREFIX:
+        return None, message
+    path, _, rest = rest.strip().partition(" ")
+    if not path:
+        raise SpecchatError("/schema needs a file", hint="/schema person.json Extract …, or /schema off", code=2)
+    return path, rest.strip()
+
+
 def load_gbnf(path: str | Path) -> GrammarSpec:
     text = _read(path, "grammar")
     if not re.search(r"^\s*root\s*::=", text, flags=re.M):
