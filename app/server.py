@@ -44,11 +44,9 @@ import httpx
 from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
-from specchat.stats import TurnStats, merge_spans
+from specchat.stats import SERVER_TOTALS, TurnStats, merge_spans
 from specchat.textsafe import safe_text
 
-SERVER_TOTALS = "server totals"  # provenance of accepted spans: the server's running counters
-NO_DATA = "no speculation data from this server"
 KNOBS = ("n_max", "n_min", "p_min")  # per-request speculative settings, as llama-server names them
 SERVER_DRAFTER = "server"  # the drafter name of "whatever the server was started with"
 CONNECT_S = 5.0
@@ -304,7 +302,7 @@ class ServerTurn(Turn):
     exact: bool = True  # every chunk brought at most one token, so α counts every verify round
 
     def stats_dict(self) -> dict:
-        """TurnStats.to_dict() and what the server sent, for the stats line (stats_fields)."""
+        """TurnStats.to_dict() and what the server sent, for the stats line (stats.server_fields)."""
         return dict(self.stats.to_dict(), source="server", timings_sent=self.timings is not None,
                     counters=self.counters, alpha_exact=self.exact)
 
@@ -586,26 +584,6 @@ def server_stats(totals: Totals, wall: float) -> TurnStats:
         if totals.exact and totals.rounds:
             s.alpha = (s.accepted + totals.rounds) / totals.rounds
     return s
-
-
-def server_fields(stats: dict) -> list[tuple[str, str]]:
-    """The stats line of a server reply (ServerTurn.stats_dict()) as (field, text) pairs."""
-    if not stats.get("timings_sent"):
-        return [("speculation", NO_DATA), ("timings", "the server sends no timings")]
-    parts = []
-    if not stats.get("counters"):
-        parts.append(("speculation", NO_DATA))
-    else:
-        if stats.get("alpha_exact") and stats.get("verify_rounds"):
-            parts.append(("alpha", f"α {stats['alpha']:.2f}"))
-        parts.append(("accepted", f"{stats['accepted']}/{stats['drafted']} drafts accepted "
-                                  f"({stats['acceptance_rate'] * 100:.0f}%, {SERVER_TOTALS})"))
-    parts.append(("tok_s", f"{stats.get('tok_s', 0.0):.1f} tok/s (server clock)"))
-    baseline = stats.get("baseline_tok_s")
-    if baseline:
-        parts.append(("baseline", f"off {baseline:.1f} tok/s (--baseline, measured)"))
-        parts.append(("speedup", f"{stats['speedup']:.2f}×"))
-    return parts
 
 
 def open_server_session(url: str | None, *, pair: str | None = None, target: str | None = None,

@@ -11,7 +11,8 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
-from specchat.server import Chunk, ServerSession, ServerTurn, server_fields
+from specchat.server import Chunk, ServerSession, ServerTurn
+from specchat.stats import stats_fields
 from specchat.textsafe import safe_json, safe_text
 from specchat.themes import SPEC_DEFAULTS, span_style
 
@@ -49,7 +50,7 @@ def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseli
         sys.stdout.write(safe_json(as_json(session, turn)) + "\n")
     else:
         console.print()
-        line = " · ".join(text for _, text in server_fields(turn.stats_dict()))
+        line = " · ".join(text for _, text in stats_fields(turn.stats_dict()))
         console.print(Text(safe_text(f"{session.info.model} on {session.info.url} · {line}"), style="dim"))
     if turn.finish == "cut":
         from specchat.errors import SpecchatError

@@ -193,7 +193,10 @@ def stats_fields(stats: dict) -> list[tuple[str, str]]:
     and anything else that shows one. `stats` is TurnStats.to_dict(), with
     "drafters": the drafters that ran the reply. A reply decoded with drafting
     off shows its tok/s; otherwise α, acceptance, the drafter's tok/s, the
-    measured off baseline and the speedup of the one over the other."""
+    measured off baseline and the speedup of the one over the other. A reply
+    from a llama.cpp server (source "server") has its own line: server_fields."""
+    if stats.get("source") == "server":
+        return server_fields(stats)
     tok_s = stats.get("spec_tok_s") or stats.get("tok_s", 0.0)
     if stats.get("drafted", 0) == 0 and set(stats.get("drafters") or ["off"]) <= {"off"}:
         return [("tok_s", f"{stats.get('tok_s', 0.0):.1f} tok/s"), ("drafter", "drafter off")]
@@ -205,6 +208,33 @@ def stats_fields(stats: dict) -> list[tuple[str, str]]:
         ("baseline", f"off {baseline:.1f} tok/s (measured)" if baseline else "off not measured (reply too short)"),
         ("speedup", number(stats.get("speedup"), ".2f", "×")),
     ]
+
+
+SERVER_TOTALS = "server totals"  # provenance of a server reply's accepted spans: its running counters
+NO_SPECULATION_DATA = "no speculation data from this server"
+
+
+def server_fields(stats: dict) -> list[tuple[str, str]]:
+    """The stats line of a reply from a llama.cpp server (server.ServerTurn.stats_dict):
+    the server's own counters and clock, never zeros for counters it did not
+    send, α only where every verify round was seen, and a speedup only from a
+    measured --baseline."""
+    if not stats.get("timings_sent"):
+        return [("speculation", NO_SPECULATION_DATA), ("timings", "the server sends no timings")]
+    parts = []
+    if not stats.get("counters"):
+        parts.append(("speculation", NO_SPECULATION_DATA))
+    else:
+        if stats.get("alpha_exact") and stats.get("verify_rounds"):
+            parts.append(("alpha", f"α {stats['alpha']:.2f}"))
+        parts.append(("accepted", f"{stats['accepted']}/{stats['drafted']} drafts accepted "
+                                  f"({stats['acceptance_rate'] * 100:.0f}%, {SERVER_TOTALS})"))
+    parts.append(("tok_s", f"{stats.get('tok_s', 0.0):.1f} tok/s (server clock)"))
+    baseline = stats.get("baseline_tok_s")
+    if baseline:
+        parts.append(("baseline", f"off {baseline:.1f} tok/s (--baseline, measured)"))
+        parts.append(("speedup", number(stats.get("speedup"), ".2f", "×")))
+    return parts
 
 
 def device_text(device: dict | None) -> str:
