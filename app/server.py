@@ -44,7 +44,7 @@ import httpx
 from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
-from specchat.stats import SERVER_TOTALS, TurnStats, merge_spans
+from specchat.stats import SERVER_TOTALS, TurnStats, merge_spans, round_spans
 from specchat.textsafe import safe_text
 
 KNOBS = ("n_max", "n_min", "p_min")  # per-request speculative settings, as llama-server names them
@@ -78,7 +78,7 @@ class ServerInfo:
             return "none (started without -md or --spec-type)"
         return self.spec_types or "on"
 
-    def drafters(self) -> list[str]:
+    def drafter_names(self) -> list[str]:
         """The speculation settings this server allows per request: its own,
         and off where it takes speculative.n_max."""
         return [SERVER_DRAFTER] + (["off"] if "n_max" in self.knobs else [])
@@ -239,22 +239,39 @@ def _error_text(raw: object) -> str:
 
 @dataclass
 class Chunk:
-    """The text of one streamed chunk, and what the server's totals say about it."""
+    """The text of one streamed chunk, and what the server's totals say about
+    it. It reads like a Round where the chat's stream reads one (its text by
+    kind, mode, n_tokens), so the same spans, colours and pacing apply."""
 
     text: str
     tokens: int | None  # new tokens by predicted_n; None without counters
     accepted: int = 0  # of them, accepted drafts (by draft_n_accepted)
     drafted: int = 0  # draft_n grew by this much at this chunk: a verify round began here
 
+    mode = SERVER_DRAFTER  # the drafter that ran it: the server's own setting
+    drafter = SERVER_TOTALS  # the provenance of its accepted text
+    choice = ""
+    forced_text = rejected_text = ""  # the server sends no rejected drafts
+    t_draft = t_verify = 0.0
+
     @property
     def kind(self) -> str:
         return "accepted" if self.tokens and self.accepted == self.tokens else "target"
 
+    @property
+    def accepted_text(self) -> str:
+        return self.text if self.kind == "accepted" else ""
+
+    @property
+    def target_text(self) -> str:
+        return self.text if self.kind == "target" else ""
+
+    @property
+    def n_tokens(self) -> int:
+        return self.tokens or 0
+
     def spans(self) -> list[dict]:
-        if not self.text:
-            return []
-        who = SERVER_TOTALS if self.kind == "accepted" else "target"
-        return [{"text": self.text, "kind": self.kind, "drafter": who}]
+        return round_spans(self)
 
 
 class Totals:
@@ -298,13 +315,6 @@ class ServerTurn(Turn):
     error: str = ""  # why the stream was cut, when finish == "cut"
     baseline: dict | None = None  # the baseline reply's timings and where it ran
     body: dict = field(default_factory=dict)  # the request, for a baseline of the same turn
-    counters: bool = False  # the server sent draft_n / draft_n_accepted
-    exact: bool = True  # every chunk brought at most one token, so α counts every verify round
-
-    def stats_dict(self) -> dict:
-        """TurnStats.to_dict() and what the server sent, for the stats line (stats.server_fields)."""
-        return dict(self.stats.to_dict(), source="server", timings_sent=self.timings is not None,
-                    counters=self.counters, alpha_exact=self.exact)
 
     @property
     def text(self) -> str:
@@ -367,11 +377,12 @@ class ServerSession:
     def drafter_name(self) -> str:
         return self._drafter
 
-    def drafters(self) -> list[str]:
-        return self.info.drafters()
+    def drafter_names(self) -> list[str]:
+        """What ctrl+d cycles through: the settings this server allows per request."""
+        return self.info.drafter_names()
 
     def set_drafter(self, name: str) -> None:
-        if name not in self.drafters():
+        if name not in self.drafter_names():
             raise SpecchatError(f"this server cannot run {name!r} per request", hint=self.knob_hint())
         self._drafter = name
 
@@ -494,7 +505,7 @@ class ServerSession:
             if text:
                 turn.chunks.append(totals.chunk(text, None))
             turn.finish, turn.error = "cut", f"the server closed the stream mid-reply ({cut})"
-        turn.timings, turn.counters, turn.exact = totals.timings, totals.counters, totals.exact
+        turn.timings = totals.timings
         turn.stats = server_stats(totals, time.perf_counter() - t0)
         self._context_used = _context(totals.timings)
         if self.info.speculative and not self.info.spec_types and turn.finish != "cut":
@@ -567,9 +578,21 @@ def _context(timings: dict | None) -> int:
     return int(timings.get("cache_n", 0)) + int(timings.get("prompt_n", 0)) + int(timings.get("predicted_n", 0))
 
 
-def server_stats(totals: Totals, wall: float) -> TurnStats:
+@dataclass
+class ServerStats(TurnStats):
+    """TurnStats from a server's counters, and what it sent: to_dict() carries
+    these too, so the stats line (stats.server_fields) says what is known."""
+
+    source: str = "server"
+    timings_sent: bool = False  # the server sent timings at all
+    counters: bool = False  # it sent draft_n / draft_n_accepted
+    alpha_exact: bool = True  # every chunk brought at most one token, so α counts every verify round
+    baseline_error: str = ""  # why --baseline gave no figure
+
+
+def server_stats(totals: Totals, wall: float) -> ServerStats:
     """A turn's stats from the server's final counters; nothing estimated."""
-    s = TurnStats()
+    s = ServerStats(timings_sent=totals.timings is not None, counters=totals.counters, alpha_exact=totals.exact)
     t = totals.timings or {}
     s.tokens = int(t.get("predicted_n", 0))
     s.t_decode = float(t.get("predicted_ms", 0.0)) / 1000 if t else wall
@@ -655,6 +678,6 @@ class ServerModels:
                                 system=settings.system_prompt or None, baseline_url=self.baseline_url)
         if "n_max" in session.info.knobs:
             session.set_k(k)  # the chat's k goes out as speculative.n_max where the server takes it
-        if drafter in session.drafters():
+        if drafter in session.drafter_names():
             session.set_drafter(drafter)
         return session

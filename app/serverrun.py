@@ -29,7 +29,7 @@ def as_json(session: ServerSession, turn: ServerTurn) -> dict:
     return {
         "text": turn.text,
         "spans": turn.spans(),
-        "stats": turn.stats_dict(),
+        "stats": turn.stats.to_dict(),
         "finish": turn.finish,
         "error": turn.error or None,
         "server": session.info.to_dict(),
@@ -50,7 +50,7 @@ def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseli
         sys.stdout.write(safe_json(as_json(session, turn)) + "\n")
     else:
         console.print()
-        line = " · ".join(text for _, text in stats_fields(turn.stats_dict()))
+        line = " · ".join(text for _, text in stats_fields(turn.stats.to_dict()))
         console.print(Text(safe_text(f"{session.info.model} on {session.info.url} · {line}"), style="dim"))
     if turn.finish == "cut":
         from specchat.errors import SpecchatError

@@ -36,6 +36,11 @@ class Round:
         return self.accepted + tail
 
     @property
+    def n_tokens(self) -> int:
+        """Tokens this round added to the reply (a server's chunk answers the same)."""
+        return len(self.committed)
+
+    @property
     def drafted(self) -> int:
         return len(self.accepted) + len(self.rejected)
 

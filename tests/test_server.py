@@ -363,7 +363,7 @@ def test_per_request_settings_where_props_lists_them(canned):
     from specchat.server import ServerClient, ServerSession
 
     session = ServerSession(url, k=5)
-    assert session.info.knobs == ("n_max", "n_min", "p_min") and session.drafters() == ["server", "off"]
+    assert session.info.knobs == ("n_max", "n_min", "p_min") and session.drafter_names() == ["server", "off"]
     turn = session.reply("hi")
     assert bodies[-1]["speculative.n_max"] == 5 and bodies[-1]["timings_per_token"] is True
     session.set_drafter("off")
