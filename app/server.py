@@ -348,7 +348,7 @@ class ServerSession:
 
     def __init__(self, url: str, *, sampling: SamplingParams = SamplingParams(), system: str | None = None,
                  max_tokens: int = 1024, k: int | None = None, n_min: int | None = None,
-                 p_min: float | None = None, baseline_url: str | None = None) -> None:
+                 p_min: float | None = None, baseline_url: str | None = None, with_baseline: bool = False) -> None:
         self.client = ServerClient(url)
         try:
             self.info = self.client.probe()
@@ -356,6 +356,7 @@ class ServerSession:
             self.client.close()
             raise
         self.baseline_client = ServerClient(baseline_url) if baseline_url else None
+        self.with_baseline = with_baseline  # opt-in: every turn decoded again with speculation off
         self.sampling = sampling
         self.system = system
         self.max_tokens = max_tokens
@@ -512,6 +513,11 @@ class ServerSession:
             self.client.read_slots(self.info)
         # The partial reply of a cut stream stays in the conversation, as it was shown.
         self._messages.append({"role": "assistant", "content": turn.text})
+        if self.with_baseline and turn.finish in ("eos", "length"):
+            try:
+                self.baseline(turn)
+            except SpecchatError as err:  # the reply stands; the line says why there is no speedup
+                turn.stats.baseline_error = err.message
         return turn
 
     # --- the baseline ---------------------------------------------------------
@@ -635,7 +641,7 @@ def open_server_session(url: str | None, *, pair: str | None = None, target: str
         raise SpecchatError(f"--draft-min {n_min} is out of range: it must be ≥ 0", code=2, hint="0 drafts always")
     if p_min is not None and not 0 <= p_min <= 1:
         raise SpecchatError(f"--draft-p-min {p_min} is out of range: it must be 0 to 1", code=2, hint="0.75 is common")
-    session = ServerSession(check_url(url), k=k, n_min=n_min, p_min=p_min,
+    session = ServerSession(check_url(url), k=k, n_min=n_min, p_min=p_min, with_baseline=baseline,
                             baseline_url=check_url(baseline_server) if baseline_server else None, **kwargs)
     try:
         session.set_drafter(SERVER_DRAFTER if drafter == "auto" else drafter)
@@ -651,8 +657,9 @@ class ServerModels:
     """The chat's model source (tui.models.Models' methods) for a server:
     one "pair", the server's model, always there, opened as a ServerSession."""
 
-    def __init__(self, url: str, baseline_url: str | None = None) -> None:
+    def __init__(self, url: str, baseline: bool = False, baseline_url: str | None = None) -> None:
         self.url = check_url(url)
+        self.baseline = baseline
         self.baseline_url = check_url(baseline_url) if baseline_url else None
         self.name = f"server {self.url}"
 
@@ -675,7 +682,8 @@ class ServerModels:
 
     def open(self, pair: str, drafter: str, k: int, settings) -> ServerSession:
         session = ServerSession(self.url, sampling=SamplingParams(temp=settings.temperature),
-                                system=settings.system_prompt or None, baseline_url=self.baseline_url)
+                                system=settings.system_prompt or None, baseline_url=self.baseline_url,
+                                with_baseline=self.baseline)
         if "n_max" in session.info.knobs:
             session.set_k(k)  # the chat's k goes out as speculative.n_max where the server takes it
         if drafter in session.drafter_names():

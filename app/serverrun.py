@@ -11,6 +11,7 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
+from specchat.errors import SpecchatError
 from specchat.server import Chunk, ServerSession, ServerTurn
 from specchat.stats import stats_fields
 from specchat.textsafe import safe_json, safe_text
@@ -40,12 +41,10 @@ def as_json(session: ServerSession, turn: ServerTurn) -> dict:
     }
 
 
-def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseline: bool) -> int:
+def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseline: bool = False) -> int:
     console = Console(highlight=False, soft_wrap=True)
     on_chunk = None if json_out else (lambda c: console.print(chunk_text(c), end=""))
-    turn = session.reply(prompt, on_round=on_chunk)
-    if baseline and turn.finish != "cut":
-        session.baseline(turn)
+    turn = session.reply(prompt, on_round=on_chunk)  # with --baseline, decoded again with speculation off
     if json_out:
         sys.stdout.write(safe_json(as_json(session, turn)) + "\n")
     else:
@@ -53,8 +52,8 @@ def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseli
         line = " · ".join(text for _, text in stats_fields(turn.stats.to_dict()))
         console.print(Text(safe_text(f"{session.info.model} on {session.info.url} · {line}"), style="dim"))
     if turn.finish == "cut":
-        from specchat.errors import SpecchatError
-
         raise SpecchatError(f"{turn.error}; the partial reply ({len(turn.text)} characters) is kept",
                             hint="check the server's log; it may have crashed or been stopped")
+    if baseline and turn.stats.baseline_error:
+        raise SpecchatError(f"--baseline: {turn.stats.baseline_error}", hint="the reply above stands; no speedup is shown")
     return 0

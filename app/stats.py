@@ -239,6 +239,8 @@ def server_fields(stats: dict) -> list[tuple[str, str]]:
     if baseline:
         parts.append(("baseline", f"off {baseline:.1f} tok/s (--baseline, measured)"))
         parts.append(("speedup", number(stats.get("speedup"), ".2f", "×")))
+    elif stats.get("baseline_error"):
+        parts.append(("baseline", f"no baseline: {stats['baseline_error']}"))
     return parts
 
 
