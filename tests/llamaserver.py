@@ -94,7 +94,8 @@ def _source(home: Path) -> Path:
     tmp = home / "src.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+        # Not its `.git`: a submodule pointer to a git folder the sdist does not hold.
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.name != prefix + ".git"]
         for m in members:
             m.name = m.name[len(prefix):]
         tar.extractall(tmp, members=members, filter="data")
