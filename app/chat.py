@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from specchat.costmodel import CostModel
-from specchat.drafters import K_MAX, K_MIN, Drafters
+from specchat.drafters import K_MAX, K_MIN, NAMES, Drafters
 from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint, Grammar, GrammarSpec
@@ -79,6 +79,10 @@ class ChatSession:
 
     def set_drafter(self, name: str) -> None:
         self.engine.switch_drafter(self.drafters.get(name))
+
+    def drafter_names(self) -> list[str]:
+        """What ctrl+d cycles through (set_drafter refuses those this pair cannot run)."""
+        return list(NAMES)
 
     @property
     def k(self) -> int:
