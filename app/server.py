@@ -362,6 +362,7 @@ class ServerSession:
         self.max_tokens = max_tokens
         self.pair = f"server {self.info.model}"
         self.devices: dict[str, dict | None] = {"target": None, "draft": None}  # the server's, not reported
+        self.target = None  # no local model: the server decodes (so nothing here is CPU-bound)
         self._messages: list[dict] = []
         self._drafter = SERVER_DRAFTER
         self.settings = {"n_max": k, "n_min": n_min, "p_min": p_min}
@@ -657,11 +658,17 @@ class ServerModels:
     """The chat's model source (tui.models.Models' methods) for a server:
     one "pair", the server's model, always there, opened as a ServerSession."""
 
-    def __init__(self, url: str, baseline: bool = False, baseline_url: str | None = None) -> None:
+    remembers_pair = False  # the settings keep the last local pair, never a server
+    # F1's legend: what the accepted colour claims on a server.
+    legend_note = (": a llama.cpp server's accepted drafts, from the differences of its running totals "
+                   "(draft_n_accepted, predicted_n) between streamed chunks; a chunk is coloured only when all "
+                   "its tokens were accepted drafts. The server sends no rejected drafts.")
+
+    def __init__(self, url: str, baseline: bool = False, baseline_url: str | None = None, model: str = "") -> None:
         self.url = check_url(url)
         self.baseline = baseline
         self.baseline_url = check_url(baseline_url) if baseline_url else None
-        self.name = f"server {self.url}"
+        self.name = f"{model or 'server'} @ {urlsplit(self.url).netloc}"
 
     def pairs(self) -> list:
         from specchat.tui.models import PairInfo
@@ -684,8 +691,37 @@ class ServerModels:
         session = ServerSession(self.url, sampling=SamplingParams(temp=settings.temperature),
                                 system=settings.system_prompt or None, baseline_url=self.baseline_url,
                                 with_baseline=self.baseline)
+        session.pair = self.name
         if "n_max" in session.info.knobs:
             session.set_k(k)  # the chat's k goes out as speculative.n_max where the server takes it
         if drafter in session.drafter_names():
             session.set_drafter(drafter)
         return session
+
+
+def chat_models(url: str | None, *, pair: str | None, drafter: str | None, baseline: bool,
+                baseline_server: str | None) -> ServerModels | None:
+    """The chat's model source for `specchat --server URL`, checked before the
+    app starts (an unreachable server is one line, not an app with no model);
+    None without --server."""
+    if url is None:
+        if baseline or baseline_server:
+            raise SpecchatError("--baseline and --baseline-server need --server URL", code=2,
+                                hint="specchat --server http://127.0.0.1:8080 --baseline")
+        return None
+    if pair is not None:
+        raise SpecchatError("--pair cannot be used with --server: the server runs its own model", code=2,
+                            hint="drop it, or drop --server to chat with a local pair")
+    if drafter not in (None, "auto", SERVER_DRAFTER, "off"):
+        raise SpecchatError(f"--drafter {drafter} cannot run on a server", code=2,
+                            hint="with --server the drafter is the server's own, or off where it allows")
+    if baseline_server and not baseline:
+        raise SpecchatError("--baseline-server needs --baseline", code=2, hint="add --baseline")
+    probe = ServerSession(check_url(url), with_baseline=baseline,
+                          baseline_url=check_url(baseline_server) if baseline_server else None)
+    try:
+        if baseline:
+            probe.check_baseline()
+    finally:
+        probe.close()
+    return ServerModels(url, baseline=baseline, baseline_url=baseline_server, model=probe.info.model)
