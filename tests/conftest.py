@@ -55,8 +55,8 @@ def specchat_home(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def hub_server(specchat_home, monkeypatch):
-    """A loopback Hub (tests/hubserver.py) that HF_ENDPOINT points at."""
-    from hubserver import HubServer
+    """A loopback Hub (tests/support/hubserver.py) that HF_ENDPOINT points at."""
+    from tests.support.hubserver import HubServer
 
     server = HubServer().start()
     monkeypatch.setenv("HF_ENDPOINT", server.url)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tests.fake_model import EOS, WORDS
+from tests.support.fake_model import EOS, WORDS
 
 FREE = [1, 2, 4, 5, 9, 11, 12, 13, 16, 19, 20, 21, 22, 23]  # words a free run may use
 # state -> {token: next state}; END marks states where the reply may end.

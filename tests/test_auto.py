@@ -10,7 +10,7 @@ from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.engine import Engine
-from tests.fake_model import FakeModel
+from tests.support.fake_model import FakeModel
 from tests.test_engine_fake import PROMPT, KVChecker, plain_tokens
 
 

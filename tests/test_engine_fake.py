@@ -12,7 +12,7 @@ from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.engine import Engine
 from specchat.sampling import SamplingParams, probs
-from tests.fake_model import EOS, FakeModel, LoopingModel
+from tests.support.fake_model import EOS, FakeModel, LoopingModel
 
 PROMPT = [5, 9, 3, 7, 5, 9, 3, 11, 2, 5, 9]
 

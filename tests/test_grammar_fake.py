@@ -189,3 +189,15 @@ def test_every_builtin_theme_gives_grammar_tokens_their_own_colour():
     # The grammar drafter alone, or chosen by auto: the same colour.
     alone = Round(accepted=[6], rejected=[], target=7, drafter="grammar", plain=False, mode="auto", accepted_text=" and")
     assert span_style(*(lambda s: (s["kind"], s["drafter"]))(round_spans(alone)[0])) == "$spec-grammar"
+
+
+def test_schema_prefix_splits_file_and_message():
+    from specchat.errors import SpecchatError
+    from specchat.grammar import schema_prefix
+
+    assert schema_prefix("/schema person.json Extract: Ana, 31.") == ("person.json", "Extract: Ana, 31.")
+    assert schema_prefix("  /schema off") == ("off", "")
+    assert schema_prefix("what does /schema do?") == (None, "what does /schema do?")
+    assert schema_prefix("/schemas are nice") == (None, "/schemas are nice")
+    with pytest.raises(SpecchatError, match="/schema needs a file"):
+        schema_prefix("/schema ")

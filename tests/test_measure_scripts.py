@@ -18,14 +18,15 @@ HERE = Path(__file__).parent
 
 
 def script(name: str, *args: str, env: dict | None = None) -> str:
-    r = subprocess.run([sys.executable, str(HERE / name), *args], capture_output=True, text=True, timeout=600,
-                       env={**os.environ, **(env or {})})
+    """Run tools/NAME as the README does: a module, from the repository root."""
+    r = subprocess.run([sys.executable, "-m", f"tools.{name}", *args], capture_output=True, text=True, timeout=600,
+                       cwd=HERE.parent, env={**os.environ, **(env or {})})
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
 
 
 def test_tui_overhead_on_the_fake_model():
-    out = script("tui_overhead.py", "--replies", "2", "--max-tokens", "24", "--step", "0.005")
+    out = script("tui_overhead", "--replies", "2", "--max-tokens", "24", "--step", "0.005")
     assert re.search(r"^ +no UI: 24 tokens in \d+ rounds", out, re.M), out
     assert re.search(r"^ +ui: 24 tokens in \d+ rounds", out, re.M), out
     assert re.search(r"^ui vs no UI, reply by reply: [-+]\d+\.\d% [-+]\d+\.\d%$", out, re.M), out
@@ -34,7 +35,7 @@ def test_tui_overhead_on_the_fake_model():
 
 @pytest.mark.real
 def test_thread_vs_main_takes_turns_on_the_tiny_pair(tiny_pair):
-    out = script("thread_vs_main.py", "--pair", "smollm2-135m", "--arms", "thread", "app", "--procs", "1",
+    out = script("thread_vs_main", "--pair", "smollm2-135m", "--arms", "thread", "app", "--procs", "1",
                  "--replies", "2", "--max-tokens", "16", env={"SPECCHAT_MODELS": str(models_cache_dir())})
     assert re.search(r"^processes 1: thread median [-+]\d+\.\d%.*, app median [-+]\d+\.\d%", out, re.M), out
     for kind in ("thread", "app"):

@@ -1,5 +1,5 @@
 """Pulling from the Hub, against a loopback server that speaks its resolve
-protocol (tests/hubserver.py): a good download, a cut connection and its
+protocol (tests/support/hubserver.py): a good download, a cut connection and its
 resume, wrong bytes, 404, gated and unknown repos, an unreachable Hub."""
 
 from __future__ import annotations

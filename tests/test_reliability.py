@@ -93,7 +93,7 @@ TITLES = ["What is in [/usr/bin] ?", "arr[i] and arr[j]", "[@click=app.quit]pres
 
 
 async def test_history_titles_show_as_text_in_f3(tmp_path):
-    from tests.test_tui import make_app, ready, segments
+    from tests.support.tui import make_app, ready, segments
 
     app = make_app(tmp_path)
     for title in TITLES + [ESCAPES]:
@@ -115,7 +115,7 @@ async def test_history_titles_show_as_text_in_f3(tmp_path):
 
 
 async def test_notifications_and_theme_names_are_plain_text(tmp_path):
-    from tests.test_tui import make_app, ready
+    from tests.support.tui import make_app, ready
 
     path = tmp_path / "settings.toml"
     path.write_text('"[/]" = 1\n')  # a settings key that is markup
@@ -131,7 +131,7 @@ async def test_notifications_and_theme_names_are_plain_text(tmp_path):
 
 
 async def test_user_text_in_a_message_is_not_markup(tmp_path):
-    from tests.test_tui import make_app, ready, segments, send
+    from tests.support.tui import make_app, ready, segments, send
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -161,7 +161,7 @@ def test_a_crash_inside_the_chat_exits_non_zero(tmp_path):
 
 
 async def test_a_stored_reply_with_escapes_shows_them_visibly(tmp_path):
-    from tests.test_tui import make_app, ready
+    from tests.support.tui import make_app, ready
 
     app = make_app(tmp_path)
     conv = app.conversation.history.new_conversation("hi", "fake-pair")
@@ -172,7 +172,7 @@ async def test_a_stored_reply_with_escapes_shows_them_visibly(tmp_path):
         await ready(pilot)
         app.load_conversation(conv)
         await pilot.pause()
-        from tests.test_tui import segments
+        from tests.support.tui import segments
 
         reply = "".join(t for t, _ in segments(app.query_one(ReplyBody)))
         user = "".join(t for t, _ in segments(app.query(UserMessage).last()))
@@ -433,7 +433,7 @@ def test_a_read_only_data_folder_means_chatting_without_saving(tmp_path):
 
 
 async def test_the_app_chats_without_a_history_and_says_so_once(tmp_path):
-    from tests.test_tui import FakeModels, ready, send
+    from tests.support.tui import FakeModels, ready, send
 
     from specchat.tui.app import SpecchatApp
 
@@ -451,7 +451,7 @@ async def test_the_app_chats_without_a_history_and_says_so_once(tmp_path):
 
 
 async def test_a_history_that_fails_mid_chat_turns_saving_off(tmp_path):
-    from tests.test_tui import make_app, ready, send
+    from tests.support.tui import make_app, ready, send
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -483,7 +483,7 @@ def test_a_theme_with_variables_not_a_table_is_refused_by_name(tmp_path):
 
 
 async def test_a_theme_with_a_bad_colour_falls_back_to_the_default(tmp_path, monkeypatch):
-    from tests.test_tui import make_app, ready
+    from tests.support.tui import make_app, ready
 
     monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
     folder = tmp_path / "config" / "themes"
@@ -511,7 +511,7 @@ def test_settings_that_are_not_utf8_give_the_defaults_and_a_line(tmp_path):
 
 
 async def test_a_read_only_config_folder_keeps_choices_for_the_session(tmp_path, monkeypatch):
-    from tests.test_tui import make_app, ready
+    from tests.support.tui import make_app, ready
 
     monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
     with read_only(tmp_path / "home" / "config"):
@@ -693,7 +693,7 @@ def test_two_pairs_sharing_every_file_are_removed_together(write_pairs):
 
 
 async def test_the_chat_refuses_a_damaged_pair_naming_the_file_and_the_fix(pairs, tmp_path):
-    from tests.test_tui import wait_until
+    from tests.support.tui import wait_until
 
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models
@@ -710,7 +710,7 @@ async def test_the_chat_refuses_a_damaged_pair_naming_the_file_and_the_fix(pairs
 
 
 async def test_an_unknown_pair_in_the_settings_falls_back_to_the_default(specchat_home):
-    from tests.test_tui import wait_until
+    from tests.support.tui import wait_until
 
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models
@@ -724,7 +724,7 @@ async def test_an_unknown_pair_in_the_settings_falls_back_to_the_default(speccha
 
 
 async def test_a_broken_pairs_file_never_stops_the_chat(write_pairs, specchat_home):
-    from tests.test_tui import wait_until
+    from tests.support.tui import wait_until
 
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models

@@ -61,7 +61,7 @@ def test_theme_needs_primary():
 
 
 async def test_app_registers_user_themes(tmp_path, monkeypatch):
-    from tests.test_tui import make_app, ready
+    from tests.support.tui import make_app, ready
 
     monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
     folder = tmp_path / "config" / "themes"

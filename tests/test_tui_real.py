@@ -10,7 +10,7 @@ import pytest
 from specchat.config import Settings
 from specchat.tui.models import PairInfo
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, StatusBar
-from tests.test_tui import DARK, make_app, rendered_by_colour, spans_text, wait_until
+from tests.support.tui import DARK, make_app, rendered_by_colour, spans_text, wait_until
 
 pytestmark = pytest.mark.real
 

@@ -9,7 +9,7 @@ import pytest
 from specchat.config import Settings
 from specchat.history import History, Message
 from specchat.tui.widgets import PromptInput
-from tests.test_tui import FakeModels, make_app, wait_until
+from tests.support.tui import FakeModels, make_app, wait_until
 
 SIZE = (110, 30)
 

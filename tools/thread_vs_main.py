@@ -12,9 +12,9 @@ in the machine's speed hits them alike. Each reply is compared with the
 main process's reply in the same turn. Whole processes differ (up to ±10%
 here), so this repeats with fresh processes (--procs) and prints each
 set's median too. One process per kind, because a thread that has decoded
-keeps its OpenMP team for good (see tests/tui_overhead.py).
+keeps its OpenMP team for good (see tools/tui_overhead.py).
 
-    python tests/thread_vs_main.py --pair qwen2.5-coder-1.5b --arms app --procs 8 --replies 6
+    python -m tools.thread_vs_main --pair qwen2.5-coder-1.5b --arms app --procs 8 --replies 6
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ import contextlib
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.tui_overhead import count_sleeps, on_a_thread, run_plain, spread, ui_replies  # noqa: E402
+import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
+from tools.tui_overhead import count_sleeps, on_a_thread, run_plain, spread, ui_replies
 
 PROMPT = "Write a Python function that reverses a list, then explain it."
 
@@ -69,7 +67,7 @@ def answer(value) -> None:
 class Process:
     def __init__(self, kind: str, args) -> None:
         self.kind = kind
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--pair", args.pair,
+        self.proc = subprocess.Popen([sys.executable, "-m", "tools.thread_vs_main", "--serve", kind, "--pair", args.pair,
                                       "--max-tokens", str(args.max_tokens)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._read()  # "ready": loaded, and idle from here on

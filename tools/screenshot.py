@@ -1,7 +1,7 @@
 """Regenerate the README screenshot: a real colour-coded reply and its stats line.
 
-    python -m specchat.tui.screenshot docs/screenshot.svg
-    python -m specchat.tui.screenshot OUT.svg --pair smollm2-135m --drafter draft --k 4 --prompt "..."
+    python tools/screenshot.py docs/screenshot.svg
+    python tools/screenshot.py OUT.svg --pair smollm2-135m --drafter draft --k 4 --prompt "..."
 
 It runs the real app headless on a pulled pair, sends one prompt, waits for
 the reply and saves Textual's own SVG screenshot. History and settings go to
@@ -43,7 +43,7 @@ async def _drive(pilot, prompt: str, out: Path, stats_panel: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specchat.tui.screenshot", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python tools/screenshot.py", description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="SVG file to write")
     ap.add_argument("--pair", default=None, help="pulled pair (default: the catalog default)")
     ap.add_argument("--drafter", default="hybrid")

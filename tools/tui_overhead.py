@@ -2,8 +2,10 @@
 once without any UI (like `specchat run`), once inside the app (headless
 Textual: layout and rendering run, only the terminal write is skipped).
 
-    python tests/tui_overhead.py                      # the fake model, 20 ms per step
-    python tests/tui_overhead.py --pair smollm2-135m  # a real pulled pair
+    python -m tools.tui_overhead                      # the fake model, 20 ms per step
+    python -m tools.tui_overhead --pair smollm2-135m  # a real pulled pair
+
+(from the repository root: it uses the fakes in tests/support)
     ... --mode unfed    # the app runs, but no round is ever sent to it
     ... --baseline-on-main   # the no-UI replies decode on the main thread (see below)
 
@@ -33,12 +35,12 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
 
 
 def fake_factory(step: float, drafter: str, k: int, max_tokens: int):
     from specchat.chat import ChatSession
-    from tests.test_tui import long_model, noisy_draft
+    from tests.support.tui import long_model, noisy_draft
 
     return lambda: ChatSession(long_model(step_seconds=step), load_draft_model=noisy_draft, drafter=drafter, k=k,
                                max_tokens=max_tokens, pair="fake")
