@@ -37,20 +37,32 @@ def peak_rss_mb() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
 
 
-def bare_greedy(model, prompt: list[int], max_tokens: int, sampling: SamplingParams) -> tuple[list[int], float, int]:
+def bare_greedy(
+    model, prompt: list[int], max_tokens: int, sampling: SamplingParams, constraint=None
+) -> tuple[list[int], float, int]:
     """Plain decoding straight on the driver, one token per llama_decode: no
-    engine, drafter, rounds or stats. Returns (tokens, decode seconds, steps)."""
+    engine, drafter, rounds or stats; under `constraint` (a grammar.Constraint
+    that is on) each token is the grammar's choice, as in the engine.
+    Returns (tokens, decode seconds, steps)."""
     prefill(model, prompt)
     rng = np.random.default_rng(sampling.seed)
     out: list[int] = []
     token, steps = prompt[-1], 0
+    if constraint is not None:
+        constraint.begin()
     t0 = time.perf_counter()
     while len(out) < max_tokens:
         model.eval([token], n_logits=1)
         steps += 1
-        token = model.argmax(0) if sampling.greedy else sample(probs(model.logits(0), sampling), rng)
+        if constraint is None:
+            token = model.argmax(0) if sampling.greedy else sample(probs(model.logits(0), sampling), rng)
+        else:
+            logits = model.logits(0)
+            token = constraint.argmax(logits) if sampling.greedy else sample(probs(constraint.mask(logits), sampling), rng)
         if model.is_eog(token):
             break
+        if constraint is not None:
+            constraint.commit(token, model.piece(token), False)
         out.append(token)
     return out, time.perf_counter() - t0, steps
 
