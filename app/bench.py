@@ -138,7 +138,7 @@ class Bench:
         self.started = time.time()
         self.wall_s = 0.0
         self.load_average: dict[str, list[float]] = {"start": list(os.getloadavg())}
-        self._pairs = 0
+        self._cycles = 0
         self._prompt_cache: dict[str, list[int]] = {}
 
     # --- the whole run -----------------------------------------------------------------
@@ -167,7 +167,7 @@ class Bench:
         """One off run (A), then every configuration (B) on the same prompt:
         each configuration alternates with off prompt by prompt, and off is
         decoded once per prompt rather than once per configuration."""
-        self._pairs += 1
+        self._cycles += 1
         slots = [("A", OFF, 0)] + [("B", drafter, k) for drafter, k in self.plan.configs]
         for slot, name, k in slots:
             label = f"{suite.name} · {prompt.id} · {slot} {name}{f' k={k}' if k else ''}"
@@ -194,7 +194,7 @@ class Bench:
         budget = min(self.plan.max_tokens, self.session.n_ctx - len(tokens) - k_engine - 1)
         run = Run(
             seq=len(self.runs),
-            pair=self._pairs,
+            cycle=self._cycles,
             slot=slot,
             suite=suite.name,
             prompt=prompt.id,

@@ -31,11 +31,11 @@ class Run:
     Runs come in cycles, one per prompt: slot "A" is drafting off, then each
     configuration under test runs as slot "B" on the same prompt. So every
     configuration alternates with off (A B A B … in its own order) and
-    machine drift hits both alike. `pair` numbers the cycle.
+    machine drift hits both alike. `cycle` numbers the cycle.
     """
 
     seq: int  # position in the whole bench's order
-    pair: int
+    cycle: int
     slot: str  # "A" (off) | "B" (the configuration)
     suite: str
     prompt: str  # the prompt's id
@@ -151,8 +151,8 @@ def rows(runs: list[Run]) -> list[dict]:
             out.append(_row(suite, OFF, 0, off, off))
         for drafter, k in _unique((r.drafter, r.k) for r in in_suite if r.slot == "B"):
             b = [r for r in in_suite if r.slot == "B" and r.drafter == drafter and r.k == k]
-            pairs = {r.pair for r in b}
-            a = [r for r in off if r.pair in pairs]
+            cycles = {r.cycle for r in b}
+            a = [r for r in off if r.cycle in cycles]
             out.append(_row(suite, drafter, k, b, a))
     return out
 
@@ -190,8 +190,8 @@ def _row(suite: str, drafter: str, k: int, runs: list[Run], paired_off: list[Run
 def _median_pair_ratio(runs: list[Run], paired_off: list[Run]) -> float | None:
     """The median over pairs of B tok/s / A tok/s: robust to one pair that a
     burst of load slowed down, which the ratio of totals is not."""
-    off = {r.pair: r.stats.tok_s for r in paired_off}
-    ratios = [r.stats.tok_s / off[r.pair] for r in runs if off.get(r.pair, 0) > 0 and r.slot == "B"]
+    off = {r.cycle: r.stats.tok_s for r in paired_off}
+    ratios = [r.stats.tok_s / off[r.cycle] for r in runs if off.get(r.cycle, 0) > 0 and r.slot == "B"]
     return statistics.median(ratios) if ratios else None
 
 

@@ -41,7 +41,7 @@ def stats(tokens, t_decode, *, alpha=0.0, verify_rounds=0, plain_steps=0, drafte
 
 
 def run(seq, pair, slot, drafter, k, s, **kw):
-    return Run(seq=seq, pair=pair, slot=slot, suite="s", prompt=f"p{pair}", repeat=0, drafter=drafter, k=k, stats=s, **kw)
+    return Run(seq=seq, cycle=pair, slot=slot, suite="s", prompt=f"p{pair}", repeat=0, drafter=drafter, k=k, stats=s, **kw)
 
 
 @pytest.fixture
