@@ -268,7 +268,7 @@ def test_tiny_bench_report_and_ab_order(tiny_session, tiny_pair, small_measures,
     assert "".join(r["slot"] for r in runs) == "ABBB" * 2
     for cycle in (runs[:4], runs[4:]):
         assert cycle[0]["drafter"] == "off"
-        assert len({r["pair"] for r in cycle}) == 1 and len({r["prompt"] for r in cycle}) == 1
+        assert len({r["cycle"] for r in cycle}) == 1 and len({r["prompt"] for r in cycle}) == 1
         assert [(r["drafter"], r["k"]) for r in cycle[1:]] == [("ngram", 2), ("draft", 2), ("reference", 0)]
 
     rows_ = {r["drafter"]: r for r in report["rows"]}
