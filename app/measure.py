@@ -109,24 +109,13 @@ def time_ngram_proposals(text: list[int], context: int = NGRAM_CONTEXT, calls: i
     }
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine_facts(session: ChatSession) -> dict:
     import llama_cpp
 
     from specchat import llama
 
     return {
-        "cpu_model": _cpu_model(),
+        "cpu_model": llama.cpu_name(),
         "logical_cores": os.cpu_count(),
         "physical_cores": llama.physical_cores(),
         "threads": session.target.n_threads,
