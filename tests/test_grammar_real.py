@@ -190,3 +190,17 @@ def test_check_reply_says_why_a_reply_does_not_match():
     assert check_reply(spec, json.dumps(good)) is None
     assert check_reply(spec, json.dumps({**good, "role": "chef"})) == "does not match person.schema.json: 'chef' is not one of ['engineer', 'manager', 'designer']"
     assert check_reply(spec, '{"name": ').startswith("not JSON: Expecting value")
+
+
+@pytest.mark.real
+def test_default_pair_grammar_drafter_is_identical_to_constrained_off(default_pair):
+    target, draft = map(str, default_pair)
+    out = run_json(PERSON, "--target", target, "--draft", draft, "--json-schema", str(SCHEMA), "--drafter", "grammar",
+                   "--max-tokens", "120", "--check-identical")
+    assert out["finish"] == "eos" and out["constraint"]["valid"] is True, out["text"]
+    value = json.loads(out["text"])
+    assert value["name"] == "Maria Lopez" and value["age"] == 34 and value["role"] == "engineer"
+    assert value["address"] == {"city": "Porto", "country": "Portugal"}
+    s = out["stats"]
+    assert s["identical"] is True and s["first_divergence"] is None
+    assert s["alpha"] >= 1.5 and s["acceptance_rate"] > 0.8
