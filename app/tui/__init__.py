@@ -5,12 +5,15 @@ from __future__ import annotations
 
 
 def run_chat(pair: str | None = None, drafter: str | None = None, k: int | None = None,
-             theme: str | None = None) -> int:
-    """Run the chat; returns the exit code (1 when the app crashed)."""
+             theme: str | None = None, server: str | None = None, baseline: bool = False,
+             baseline_server: str | None = None) -> int:
+    """Run the chat; returns the exit code (1 when the app crashed). With
+    `server`, the chat talks to a llama.cpp server (specchat.server)."""
     from specchat import checks
     from specchat.catalog import load_catalog
     from specchat.config import read_settings
     from specchat.history import open_history
+    from specchat.server import chat_models
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models
 
@@ -18,14 +21,18 @@ def run_chat(pair: str | None = None, drafter: str | None = None, k: int | None 
     settings = loaded.settings
     if theme:
         settings.theme = theme
-    if drafter is not None:
+    # A server is probed before the app starts: unreachable is one line, not an app with no model.
+    server_models = chat_models(server, pair=pair, drafter=drafter, baseline=baseline, baseline_server=baseline_server)
+    if drafter is not None and server_models is None:
         checks.drafter(drafter)
     if k is not None:
         checks.k(k)
     if pair is not None:
         load_catalog().get(pair)  # an unknown --pair is one line, before the app starts
+    if server_models is not None:
+        pair = server_models.default_pair()
     history, note = open_history()
-    app = SpecchatApp(Models(), settings, pair=pair, drafter=drafter, k=k, history=history,
+    app = SpecchatApp(server_models or Models(), settings, pair=pair, drafter=drafter, k=k, history=history,
                       config_errors=loaded.errors, history_note=note)
     try:
         app.run()
