@@ -45,6 +45,9 @@ def main_callback(
     k: Optional[int] = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
     theme: Optional[str] = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."),
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+    server: Optional[str] = typer.Option(None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair."),
+    baseline: bool = typer.Option(False, "--baseline", help="With --server: decode every reply again with speculation off and show the measured speedup."),
+    baseline_server: Optional[str] = typer.Option(None, "--baseline-server", help="With --baseline: a second server, same model, no draft."),
 ) -> None:
     """A bare `specchat` opens the chat."""
     if version:
@@ -53,7 +56,8 @@ def main_callback(
         typer.echo(f"specchat {__version__}")
         raise typer.Exit()
     if ctx.invoked_subcommand is None:
-        chat(pair=pair, drafter=drafter, k=k, theme=theme)
+        chat(pair=pair, drafter=drafter, k=k, theme=theme, server=server, baseline=baseline,
+             baseline_server=baseline_server)
 
 
 @app.command()
@@ -62,6 +66,9 @@ def chat(
     drafter: Optional[str] = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
     k: Optional[int] = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
     theme: Optional[str] = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."),
+    server: Optional[str] = typer.Option(None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair."),
+    baseline: bool = typer.Option(False, "--baseline", help="With --server: decode every reply again with speculation off and show the measured speedup."),
+    baseline_server: Optional[str] = typer.Option(None, "--baseline-server", help="With --baseline: a second server, same model, no draft."),
 ) -> None:
     """Open the chat (the same as a bare `specchat`)."""
     try:
@@ -69,7 +76,8 @@ def chat(
     except ImportError:
         _not_built("chat")
     try:
-        code = run_chat(pair=pair, drafter=drafter, k=k, theme=theme)
+        code = run_chat(pair=pair, drafter=drafter, k=k, theme=theme, server=server, baseline=baseline,
+                        baseline_server=baseline_server)
     except SpecchatError as err:
         _fail(err)
     raise typer.Exit(code)  # a crash inside the app is not a success
@@ -101,7 +109,7 @@ def models(
     verify: bool = typer.Option(False, "--verify", help="Re-hash every pulled file and say which match their sha256."),
 ) -> None:
     """List catalog pairs and what is pulled."""
-    from specchat.pull import show_models, verify_models
+    from specchat.inventory import show_models, verify_models
 
     try:
         if verify:
@@ -114,7 +122,7 @@ def models(
 @app.command()
 def rm(pairs: list[str] = typer.Argument(..., help="Pairs whose files to delete (name two pairs to delete the files they share).")) -> None:
     """Delete pairs' files that no other pulled pair uses."""
-    from specchat.pull import run_rm
+    from specchat.inventory import run_rm
 
     try:
         run_rm(pairs)
