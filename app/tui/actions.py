@@ -81,7 +81,11 @@ class ChatActions:
         cannot run. The engine switches at its next round."""
         if self.session is None:
             return
-        names = list(DRAFTERS)
+        names = self.session.drafter_names()  # a server offers only what it takes per request
+        if len(names) == 1:
+            self.notify(f"drafter: {names[0]} is the only one here (the server takes no per-request "
+                        "speculative settings)", timeout=5)
+            return
         i = names.index(self.drafter) if self.drafter in names else -1
         for step in range(1, len(names) + 1):
             name = names[(i + step) % len(names)]
@@ -105,7 +109,10 @@ class ChatActions:
 
     def _change_k(self, delta: int) -> None:
         if self.session is not None:
-            self.session.set_k(self.session.k + delta)
+            try:
+                self.session.set_k(self.session.k + delta)
+            except SpecchatError as err:  # a server that takes no k per request
+                self.notify(f"{err.message} ({err.hint})", severity="warning", timeout=8)
             self._set_status()
 
     def action_cancel(self) -> None:
@@ -128,7 +135,8 @@ class ChatActions:
             b = active.binding
             if b.id in ours and b.id not in seen:
                 seen[b.id] = b
-        self.push_screen(LegendScreen([(b.key_display or self.get_key_display(b), b.description) for b in seen.values()]))
+        self.push_screen(LegendScreen([(b.key_display or self.get_key_display(b), b.description) for b in seen.values()],
+                                      getattr(self.models, "legend_note", "")))
 
     def action_stats_panel(self) -> None:
         panel = self.query_one(StatsPanel)

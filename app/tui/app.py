@@ -192,7 +192,7 @@ class SpecchatApp(ChatActions, App):
         self.pacer.cpu_bound = getattr(msg.session.target, "cpu_bound", False)
         if old is not None:
             old.close()
-        if self.settings.pair != msg.session.pair:
+        if getattr(self.models, "remembers_pair", True) and self.settings.pair != msg.session.pair:
             self.settings.pair = msg.session.pair
             self._save({"pair": msg.session.pair})
         self._set_status(note="")
@@ -283,6 +283,8 @@ class SpecchatApp(ChatActions, App):
         msg.reply.end(stats, turn.finish)
         self.conversation.replied(turn.text, turn.finish, stats, msg.reply.spans)
         self._finish_generation()
+        if turn.finish == "cut":  # a server's stream ended mid-reply: the partial reply stays
+            self.notify(turn.error, title="server", severity="error", timeout=15)
         if turn.dropped_turns:
             self.notify(f"dropped the {turn.dropped_turns} oldest exchange(s) to fit the context")
 

@@ -23,9 +23,10 @@ class LegendScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
 
-    def __init__(self, keys: list[tuple[str, str]]) -> None:
+    def __init__(self, keys: list[tuple[str, str]], server_note: str = "") -> None:
         super().__init__()
         self.keys = keys
+        self.server_note = server_note  # on a llama.cpp server: what "server totals" means
 
     def compose(self) -> ComposeResult:
         sample = Content.assemble(
@@ -46,6 +47,8 @@ class LegendScreen(ModalScreen[None]):
             yield Static(sample)
             yield Static(hybrid)
             yield Static(numbers)
+            if self.server_note:
+                yield Static(Content.assemble(("server totals", "$spec-accepted"), safe_text(self.server_note)))
             yield Static(Content(safe_text(key_lines)), id="legend-keys")
 
 

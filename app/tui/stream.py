@@ -107,10 +107,10 @@ class RoundFeed:
         if not self.drafters or self.drafters[-1] != r.mode:
             self.drafters.append(r.mode)
         self.pending += round_spans(r)
-        self.tokens += len(r.committed)
+        self.tokens += r.n_tokens  # a Round, or a server's Chunk that reads like one
         self.choice = r.choice
         now = time.perf_counter()
-        if self.tokens == len(r.committed):
+        if self.tokens == r.n_tokens:
             # The first round: the live tok/s counts from its start, not from
             # before prefill and auto's calibration.
             self.t0 = now - r.t_draft - r.t_verify

@@ -54,6 +54,8 @@ def stats_content(stats: dict, finish: str | None) -> Content:
         parts.append(Content.styled("cancelled", "bold $warning"))
     elif finish == "context":
         parts.append(Content.styled("context full", "bold $warning"))
+    elif finish == "cut":
+        parts.append(Content.styled("cut off: the server closed the stream", "bold $error"))
     drafters = stats.get("drafters") or []
     if len(drafters) > 1:
         parts.append(Content(safe_text("→".join(map(str, drafters)))))
@@ -257,7 +259,7 @@ class StatusBar(Static):
         parts = [
             Content.styled(safe_text(s.pair), "bold"),
             Content.assemble("drafter ", (s.drafter, "bold $accent"), (f" → {s.choice}" if s.choice else "", "$accent")),
-            Content(f"k {s.k}"),
+            Content(f"k {s.k}" if s.k else "k set by the server"),  # a server that takes no k per request
             Content(f"temp {s.temp:g}"),
             Content(f"ctx {s.used}/{s.n_ctx}"),
         ]
