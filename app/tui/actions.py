@@ -12,7 +12,6 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from specchat import paths
-from specchat.drafters import NAMES as DRAFTERS
 from specchat.errors import SpecchatError
 from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker
 from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, last_code_block
