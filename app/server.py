@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from specchat.chat import SessionStatus
 from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
@@ -327,21 +328,6 @@ class ServerTurn(Turn):
         return out
 
 
-@dataclass(frozen=True)
-class ServerStatus:
-    """What the status bar shows of a server session (ChatSession.status's shape)."""
-
-    pair: str
-    drafter: str
-    k: int
-    temp: float
-    greedy: bool
-    context_used: int
-    n_ctx: int
-    choice: str = ""
-    chosen: dict | None = None
-
-
 class ServerSession:
     """A conversation with a llama-server: ChatSession's surface, the
     server's model, and the server's own speculation counters."""
@@ -417,9 +403,17 @@ class ServerSession:
     def context_used(self) -> int:
         return self._context_used
 
-    def status(self) -> ServerStatus:
-        return ServerStatus(self.pair, self._drafter, self.k, self.sampling.temp, self.sampling.greedy,
-                            self._context_used, self.n_ctx)
+    def status(self) -> SessionStatus:
+        return SessionStatus(self.pair, self._drafter, self.k, self.sampling.temp, self.sampling.greedy,
+                             self._context_used, self.n_ctx, "", None)
+
+    def set_constraint(self, spec) -> None:
+        if spec is not None:
+            raise SpecchatError("replies on a server are not constrained by specchat",
+                                hint="the grammar drafter runs on a local pair")
+
+    def constraint_label(self) -> str:
+        return ""
 
     # --- the conversation ----------------------------------------------------
 
