@@ -109,7 +109,7 @@ def models(
     verify: bool = typer.Option(False, "--verify", help="Re-hash every pulled file and say which match their sha256."),
 ) -> None:
     """List catalog pairs and what is pulled."""
-    from specchat.pull import show_models, verify_models
+    from specchat.inventory import show_models, verify_models
 
     try:
         if verify:
@@ -122,7 +122,7 @@ def models(
 @app.command()
 def rm(pairs: list[str] = typer.Argument(..., help="Pairs whose files to delete (name two pairs to delete the files they share).")) -> None:
     """Delete pairs' files that no other pulled pair uses."""
-    from specchat.pull import run_rm
+    from specchat.inventory import run_rm
 
     try:
         run_rm(pairs)

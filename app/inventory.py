@@ -1,0 +1,105 @@
+"""What the model store holds: `specchat models` (every pair, what is
+pulled, sizes, paths, verified state; `--verify` hashes every file again)
+and `specchat rm` (delete what no other pulled pair needs).
+"""
+
+from __future__ import annotations
+
+from rich import filesize
+from rich.console import Console
+
+from specchat import store
+from specchat.catalog import ModelFile, load_catalog
+from specchat.errors import SpecchatError
+from specchat.pull import UI
+from specchat.textsafe import safe_json, safe_text
+
+
+def verify_models(console: Console | None = None) -> int:
+    """`specchat models --verify`: hash every pulled file again, whatever its
+    mtime says, with a progress bar. Returns 1 when a file failed."""
+    console = console or Console(highlight=False)
+    catalog = load_catalog()
+    files: dict[str, tuple[ModelFile, list[str]]] = {}
+    for pair in catalog.pairs.values():
+        for _, f in pair.roles():
+            if store.file_path(f).is_file():
+                files.setdefault(f.store_key, (f, []))[1].append(pair.name)
+    if not files:
+        console.print(safe_text(f"nothing pulled in {store.store_root()}"), markup=False)
+        return 0
+    ui, failed = UI(True, console), 0
+    for f, pairs in files.values():
+        path = store.file_path(f)
+        with ui.bar(f"hashing {f.filename}", path.stat().st_size) as bar:
+            state = store.check(f, rehash=True, on_bytes=bar.advance)
+        if state == "verified":
+            ui.say(f"ok       {path}")
+        else:
+            failed += 1
+            why = "changed on disk: its sha256 no longer matches" if state == "damaged" else "no verification record"
+            ui.say(f"FAILED   {path}: {why}; fix: specchat pull {pairs[0]}")
+    ui.say(f"{len(files) - failed} of {len(files)} files verified")
+    return 1 if failed else 0
+
+
+def show_models(json_out: bool) -> None:
+    """`specchat models`: every pair, what is pulled, sizes, paths, state."""
+    pairs = store.pair_status()
+    root = store.store_root()
+    if json_out:
+        print(safe_json({"store": str(root), "default": store.default_pair_name(), "pairs": pairs}, indent=2))
+        return
+    print(safe_text(f"model store: {root}"))
+    for p in pairs:  # a custom pair's description or file name is the user's text
+        print(safe_text(_pair_lines(p)))
+
+
+def _pair_lines(p: dict) -> str:
+    mark = "*" if p["default"] else " "
+    state = "ready" if p["ready"] else ("not pulled" if _none_pulled(p) else "partly pulled")
+    tags = " (default)" if p["default"] else ""
+    tags += " (custom)" if p["custom"] else ""
+    lines = [f"{mark} {p['name']}{tags}: {state}"]
+    about = p["description"] + (f"; {p['note']}" if p["note"] else "")
+    if about:
+        lines.append(f"    {about}")
+    lines += _file_lines("target", p["target"], p["name"])
+    lines += ["    draft   = target (the same file)"] if p["same_file"] else _file_lines("draft", p["draft"], p["name"])
+    return "\n".join(lines)
+
+
+def _none_pulled(p: dict) -> bool:
+    return all(p[role]["state"] == "missing" for role in ("target", "draft"))
+
+
+def _file_lines(role: str, f: dict, pair: str) -> list[str]:
+    size = filesize.decimal(f["size"]) if f["size"] else "size ?"
+    state = f["state"]
+    if state == "partial" and f["size"]:
+        state = f"partial {100 * f['partial_bytes'] // f['size']}%"
+    if state == "verified":
+        state = f"verified, from {f['source']}"
+    elif state == "damaged":
+        state = f"DAMAGED: changed on disk, its sha256 no longer matches; fix: specchat pull {pair}"
+    else:
+        state += ", from the Hub or the PyPI mirror" if f["mirror"] else ", from the Hub only"
+    return [f"    {role:<7} {size:>9}  {state}", f"{'':>21}{f['path']}"]
+
+
+def run_rm(names: list[str]) -> None:
+    """`specchat rm PAIR...`: delete their files unless a pulled pair not named uses them."""
+    try:
+        result = store.remove_pairs(names)
+    except OSError as err:
+        raise SpecchatError(f"cannot delete from the model store: {err}", hint="check the store's permissions") from None
+    for path in result["removed"]:
+        print(safe_text(f"deleted {path}"))
+    users = set()
+    for path, used_by in result["kept"].items():
+        print(safe_text(f"kept {path} (used by {', '.join(used_by)})"))
+        users.update(used_by)
+    if users:
+        print(f"to delete it too: specchat rm {' '.join(result['pairs'] + sorted(users))}")
+    if not result["removed"] and not result["kept"]:
+        print(f"pair {', '.join(result['pairs'])}: nothing to delete (not pulled)")
