@@ -247,6 +247,14 @@ def test_unreachable_server_is_one_line():
     assert "Traceback" not in out.stderr
 
 
+def test_the_chat_on_an_unreachable_server_is_one_line_before_the_app_starts():
+    out = specchat("--server", "http://127.0.0.1:9")
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[0].startswith("error: cannot reach the llama.cpp server at http://127.0.0.1:9")
+    out = specchat("chat", "--baseline")
+    assert out.returncode == 2 and "--baseline and --baseline-server need --server URL" in out.stderr
+
+
 def test_a_bad_address_is_refused_at_the_edge():
     out = specchat("run", "--server", "localhost:8080", "hi")
     assert out.returncode == 2 and "is not an http(s) address" in out.stderr
