@@ -182,6 +182,9 @@ def run(
             from specchat.server import open_server_session
             from specchat.serverrun import run_on_server
 
+            if check_identical:
+                raise SpecchatError("--check-identical cannot be used with --server", code=2,
+                                    hint="--baseline decodes the turn again with speculation off and compares the text")
             session = open_server_session(
                 server, pair=pair, target=target, draft=draft, drafter=drafter, k=k, n_min=draft_min,
                 p_min=draft_p_min, sampling=sampling, system=system, max_tokens=checks.max_tokens(max_tokens),
