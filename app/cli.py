@@ -179,7 +179,7 @@ def run(
                                   top_p=checks.top_p(top_p), seed=seed)
         constraint = checks.constraint(json_schema, grammar, server)
         if server is not None or baseline or baseline_server:
-            from specchat.server import open_server_session
+            from specchat.server_session import open_server_session
             from specchat.serverrun import run_on_server
 
             if check_identical:

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.text import Text
 
 from specchat.errors import SpecchatError
-from specchat.server import Chunk, ServerSession, ServerTurn
+from specchat.server_counts import Chunk
+from specchat.server_session import ServerSession, ServerTurn
 from specchat.stats import stats_fields
 from specchat.textsafe import safe_json, safe_text
 from specchat.themes import SPEC_DEFAULTS, span_style

@@ -37,7 +37,7 @@ def servers(tiny_pair, tmp_path_factory):
 
 
 def server_models(url: str, **kw):
-    from specchat.server import chat_models
+    from specchat.tui.models import chat_models
 
     return chat_models(url, pair=None, drafter=None, baseline=kw.pop("baseline", False),
                        baseline_server=kw.pop("baseline_server", None))

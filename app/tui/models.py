@@ -1,16 +1,21 @@
 """What the TUI needs from the model store and loader, behind one small class.
 
 `Models` talks to the real store, pull and loader (imported lazily, so the
-app opens before llama.cpp loads). Tests give the app another object with
-the same methods, backed by the fake model.
+app opens before llama.cpp loads); `ServerModels` offers a llama.cpp
+server's model the same way. Tests give the app another object with the
+same methods, backed by the fake model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from specchat.config import Settings
+from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
+from specchat.server import SERVER_DRAFTER, check_url
+from specchat.server_session import ServerSession
 
 
 @dataclass
@@ -83,3 +88,79 @@ def _info(p: dict) -> PairInfo:
     sizes = [p["target"].get("size")] + ([] if p["same_file"] else [p["draft"].get("size")])
     size = None if None in sizes else sum(sizes)
     return PairInfo(p["name"], p.get("description", ""), p["ready"], p.get("default", False), size)
+
+
+# --- a llama.cpp server as the chat's model source ---------------------------------
+
+
+class ServerModels:
+    """The chat's model source (tui.models.Models' methods) for a server:
+    one "pair", the server's model, always there, opened as a ServerSession."""
+
+    remembers_pair = False  # the settings keep the last local pair, never a server
+    # F1's legend: what the accepted colour claims on a server.
+    legend_note = (": a llama.cpp server's accepted drafts, from the differences of its running totals "
+                   "(draft_n_accepted, predicted_n) between streamed chunks; a chunk is coloured only when all "
+                   "its tokens were accepted drafts. The server sends no rejected drafts.")
+
+    def __init__(self, url: str, baseline: bool = False, baseline_url: str | None = None, model: str = "") -> None:
+        self.url = check_url(url)
+        self.baseline = baseline
+        self.baseline_url = check_url(baseline_url) if baseline_url else None
+        self.name = f"{model or 'server'} @ {urlsplit(self.url).netloc}"
+
+    def pairs(self) -> list:
+        from specchat.tui.models import PairInfo
+
+        return [PairInfo(self.name, "the llama.cpp server's model and speculation", True, True)]
+
+    def default_pair(self) -> str:
+        return self.name
+
+    def is_pulled(self, name: str) -> bool:
+        return name == self.name
+
+    def pull(self, name: str) -> None:
+        raise SpecchatError("a server's model is not pulled", hint="the server loads its own model")
+
+    def pull_progress(self, name: str) -> tuple[int, int | None]:
+        return 0, None
+
+    def open(self, pair: str, drafter: str, k: int, settings) -> ServerSession:
+        session = ServerSession(self.url, sampling=SamplingParams(temp=settings.temperature),
+                                system=settings.system_prompt or None, baseline_url=self.baseline_url,
+                                with_baseline=self.baseline)
+        session.pair = self.name
+        if "n_max" in session.info.knobs:
+            session.set_k(k)  # the chat's k goes out as speculative.n_max where the server takes it
+        if drafter in session.drafter_names():
+            session.set_drafter(drafter)
+        return session
+
+
+def chat_models(url: str | None, *, pair: str | None, drafter: str | None, baseline: bool,
+                baseline_server: str | None) -> ServerModels | None:
+    """The chat's model source for `specchat --server URL`, checked before the
+    app starts (an unreachable server is one line, not an app with no model);
+    None without --server."""
+    if url is None:
+        if baseline or baseline_server:
+            raise SpecchatError("--baseline and --baseline-server need --server URL", code=2,
+                                hint="specchat --server http://127.0.0.1:8080 --baseline")
+        return None
+    if pair is not None:
+        raise SpecchatError("--pair cannot be used with --server: the server runs its own model", code=2,
+                            hint="drop it, or drop --server to chat with a local pair")
+    if drafter not in (None, "auto", SERVER_DRAFTER, "off"):
+        raise SpecchatError(f"--drafter {drafter} cannot run on a server", code=2,
+                            hint="with --server the drafter is the server's own, or off where it allows")
+    if baseline_server and not baseline:
+        raise SpecchatError("--baseline-server needs --baseline", code=2, hint="add --baseline")
+    probe = ServerSession(check_url(url), with_baseline=baseline,
+                          baseline_url=check_url(baseline_server) if baseline_server else None)
+    try:
+        if baseline:
+            probe.check_baseline()
+    finally:
+        probe.close()
+    return ServerModels(url, baseline=baseline, baseline_url=baseline_server, model=probe.info.model)

@@ -1,0 +1,333 @@
+"""ServerSession: a conversation with a llama.cpp server, with ChatSession's
+surface (turns, knobs, status, history edits), its speculation from the
+server's counters (server_counts.py).
+
+The baseline (`--baseline`) is the same turn decoded again with speculation
+off, measured by the server's own clock: on the same server where it takes
+per-request speculative settings (it lists `speculative.n_max` in /props),
+or on a second server with the same target and no draft
+(`--baseline-server`). A baseline reply that still carries drafted tokens
+is refused, not shown.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from specchat.chat import SessionStatus
+from specchat.engine import Turn
+from specchat.errors import SpecchatError
+from specchat.sampling import SamplingParams
+from specchat.server import SERVER_DRAFTER, ServerClient, StreamCut, check_url
+from specchat.server_counts import Chunk, Totals, _context, server_stats
+from specchat.stats import merge_spans
+from specchat.textsafe import safe_text
+
+# --- the session ------------------------------------------------------------------------
+
+
+@dataclass
+class ServerTurn(Turn):
+    """A reply from the server: its chunks, the final timings, and how it ended."""
+
+    chunks: list[Chunk] = field(default_factory=list)
+    timings: dict | None = None  # the server's final timings, verbatim
+    error: str = ""  # why the stream was cut, when finish == "cut"
+    baseline: dict | None = None  # the baseline reply's timings and where it ran
+    body: dict = field(default_factory=dict)  # the request, for a baseline of the same turn
+
+    @property
+    def text(self) -> str:
+        return "".join(c.text for c in self.chunks)
+
+    def spans(self) -> list[dict]:
+        out: list[dict] = []
+        for c in self.chunks:
+            merge_spans(out, c.spans())
+        return out
+
+
+class ServerSession:
+    """A conversation with a llama-server: ChatSession's surface, the
+    server's model, and the server's own speculation counters."""
+
+    def __init__(self, url: str, *, sampling: SamplingParams = SamplingParams(), system: str | None = None,
+                 max_tokens: int = 1024, k: int | None = None, n_min: int | None = None,
+                 p_min: float | None = None, baseline_url: str | None = None, with_baseline: bool = False) -> None:
+        self.client = ServerClient(url)
+        try:
+            self.info = self.client.probe()
+        except BaseException:
+            self.client.close()
+            raise
+        self.baseline_client = ServerClient(baseline_url) if baseline_url else None
+        self.with_baseline = with_baseline  # opt-in: every turn decoded again with speculation off
+        self.sampling = sampling
+        self.system = system
+        self.max_tokens = max_tokens
+        self.pair = f"server {self.info.model}"
+        self.devices: dict[str, dict | None] = {"target": None, "draft": None}  # the server's, not reported
+        self.target = None  # no local model: the server decodes (so nothing here is CPU-bound)
+        self._messages: list[dict] = []
+        self._drafter = SERVER_DRAFTER
+        self.settings = {"n_max": k, "n_min": n_min, "p_min": p_min}
+        self._context_used = 0
+        try:
+            self._refuse_unaccepted()
+        except SpecchatError:
+            self.close()
+            raise
+
+    # --- knobs -----------------------------------------------------------------
+
+    @property
+    def drafter_name(self) -> str:
+        return self._drafter
+
+    def drafter_names(self) -> list[str]:
+        """What ctrl+d cycles through: the settings this server allows per request."""
+        return self.info.drafter_names()
+
+    def set_drafter(self, name: str) -> None:
+        if name not in self.drafter_names():
+            raise SpecchatError(f"this server cannot run {name!r} per request", hint=self.knob_hint())
+        self._drafter = name
+
+    @property
+    def k(self) -> int:
+        return self.settings["n_max"] or 0
+
+    def set_k(self, k: int) -> None:
+        from specchat.drafters import K_MAX, K_MIN
+
+        if "n_max" not in self.info.knobs:
+            raise SpecchatError("this server does not take k per request", hint=self.knob_hint())
+        self.settings["n_max"] = max(K_MIN, min(K_MAX, k))
+
+    def knob_hint(self) -> str:
+        return ("this llama-server takes no per-request speculative settings (its build lists none in /props); "
+                "set them where it starts: --spec-draft-n-max N, --spec-draft-n-min N, --spec-draft-p-min P")
+
+    def _refuse_unaccepted(self) -> None:
+        for key, value in self.settings.items():
+            if value is not None and key not in self.info.knobs:
+                raise SpecchatError(f"this server does not accept speculative.{key} per request", code=2,
+                                    hint=self.knob_hint())
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self.info.n_ctx or 0)
+
+    @property
+    def context_used(self) -> int:
+        return self._context_used
+
+    def status(self) -> SessionStatus:
+        return SessionStatus(self.pair, self._drafter, self.k, self.sampling.temp, self.sampling.greedy,
+                             self._context_used, self.n_ctx, "", None)
+
+    def set_constraint(self, spec) -> None:
+        if spec is not None:
+            raise SpecchatError("replies on a server are not constrained by specchat",
+                                hint="the grammar drafter runs on a local pair")
+
+    def constraint_label(self) -> str:
+        return ""
+
+    # --- the conversation ----------------------------------------------------
+
+    @property
+    def messages(self) -> list[dict]:
+        return [dict(m) for m in self._messages]
+
+    def replace_messages(self, messages: list[dict]) -> None:
+        self._messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+
+    def last_user_text(self) -> str | None:
+        users = [m["content"] for m in self._messages if m["role"] == "user"]
+        return users[-1] if users else None
+
+    def clear(self) -> None:
+        self._messages.clear()
+
+    # --- turns -----------------------------------------------------------------
+
+    def reply(self, user_text: str, on_round: Callable[[Chunk], None] | None = None,
+              cancel: threading.Event | None = None) -> ServerTurn:
+        self._messages.append({"role": "user", "content": user_text})
+        return self._generate(on_round, cancel)
+
+    def regenerate(self, on_round=None, cancel=None) -> ServerTurn:
+        if self._messages and self._messages[-1]["role"] == "assistant":
+            self._messages.pop()
+        if not self._messages:
+            raise SpecchatError("nothing to regenerate", hint="send a message first")
+        return self._generate(on_round, cancel)
+
+    def edit_last(self, user_text: str, on_round=None, cancel=None) -> ServerTurn:
+        while self._messages and self._messages[-1]["role"] == "assistant":
+            self._messages.pop()
+        if self._messages:
+            self._messages.pop()
+        return self.reply(user_text, on_round, cancel)
+
+    def request(self, drafter: str | None = None) -> dict:
+        """The request body of the next turn (with `drafter`'s settings)."""
+        s = self.sampling
+        body = {
+            "messages": ([{"role": "system", "content": self.system}] if self.system else []) + self.messages,
+            "stream": True,
+            "timings_per_token": True,
+            "cache_prompt": True,
+            "max_tokens": self.max_tokens,
+            "temperature": s.temp,
+            "top_k": s.top_k,
+            "top_p": s.top_p,
+            "seed": s.seed,
+        }
+        if (drafter or self._drafter) == "off":
+            body["speculative.n_max"] = 0
+            body["speculative.n_min"] = 0
+        else:
+            body.update({f"speculative.{k}": v for k, v in self.settings.items() if v is not None})
+        return body
+
+    def _generate(self, on_round, cancel) -> ServerTurn:
+        turn = ServerTurn(body=self.request())
+        totals = Totals()
+        text = ""  # text of events without timings, waiting for the next counters
+        t0 = time.perf_counter()
+        try:
+            for event in self.client.stream_chat(turn.body, cancel):
+                choice = (event.get("choices") or [{}])[0]
+                text += (choice.get("delta") or {}).get("content") or ""
+                timings = event.get("timings")
+                if choice.get("finish_reason"):
+                    turn.finish = {"stop": "eos", "length": "length"}.get(choice["finish_reason"], choice["finish_reason"])
+                if timings is None and not choice.get("finish_reason") and totals.timings is not None:
+                    continue  # its counters come with the next event
+                if text or timings:
+                    chunk = totals.chunk(text, timings)
+                    text = ""
+                    turn.chunks.append(chunk)
+                    if on_round is not None and chunk.text:
+                        on_round(chunk)
+            if text:
+                turn.chunks.append(totals.chunk(text, None))
+            if cancel is not None and cancel.is_set():
+                turn.finish = "cancelled"
+        except StreamCut as cut:
+            if text:
+                turn.chunks.append(totals.chunk(text, None))
+            turn.finish, turn.error = "cut", f"the server closed the stream mid-reply ({cut})"
+        turn.timings = totals.timings
+        turn.stats = server_stats(totals, time.perf_counter() - t0)
+        self._context_used = _context(totals.timings)
+        if self.info.speculative and not self.info.spec_types and turn.finish != "cut":
+            self.client.read_slots(self.info)
+        # The partial reply of a cut stream stays in the conversation, as it was shown.
+        self._messages.append({"role": "assistant", "content": turn.text})
+        if self.with_baseline and turn.finish in ("eos", "length"):
+            try:
+                self.baseline(turn)
+            except SpecchatError as err:  # the reply stands; the line says why there is no speedup
+                turn.stats.baseline_error = err.message
+        return turn
+
+    # --- the baseline ---------------------------------------------------------
+
+    def baseline(self, turn: ServerTurn) -> None:
+        """Decode `turn` again with speculation off and measure it by the
+        server's clock: on this server when it takes speculative.n_max, else
+        on the --baseline-server. Sets turn.baseline and the speedup."""
+        self.check_baseline()
+        client = self.baseline_client or self.client
+        body = dict(turn.body, stream=False)
+        body.pop("timings_per_token", None)
+        if self.baseline_client is None:
+            body.update({"speculative.n_max": 0, "speculative.n_min": 0})
+        reply = client.complete(body)
+        timings = reply.get("timings") or {}
+        if not timings.get("predicted_per_second"):
+            raise SpecchatError(f"the baseline server at {client.url} sends no timings", hint="use a llama-server")
+        if timings.get("draft_n"):
+            raise SpecchatError(
+                f"the baseline reply from {client.url} still drafted {timings['draft_n']} tokens: speculation "
+                "was not off, so no speedup is shown",
+                hint="start the baseline server without -md and without --spec-type")
+        content = ((reply.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
+        turn.baseline = {"url": client.url, "same_server": self.baseline_client is None, "timings": timings,
+                         "identical": content == turn.text}
+        s = turn.stats
+        s.baseline_tok_s = float(timings["predicted_per_second"])
+        s.speedup = s.tok_s / s.baseline_tok_s if s.tok_s else None
+        s.identical = content == turn.text
+
+    def check_baseline(self) -> None:
+        """Refuse --baseline, before any work, where speculation cannot be turned off."""
+        if self.baseline_client is None and "n_max" not in self.info.knobs:
+            raise SpecchatError(
+                f"--baseline needs speculation off for one request, and {self.client.url} takes no per-request "
+                "speculative settings (its /props lists none)",
+                hint="start a second llama-server with the same -m and no -md, and pass --baseline-server URL")
+        if self.baseline_client is not None:
+            self._check_same_model()
+
+    def _check_same_model(self) -> None:
+        other = self.baseline_client.probe()
+        keys = ("n_params", "size", "n_vocab", "ftype")
+        mine = {k: self.info.meta.get(k) for k in keys}
+        theirs = {k: other.meta.get(k) for k in keys}
+        if mine != theirs:
+            raise SpecchatError(
+                f"the baseline server runs another model ({safe_text(other.model)}) than {safe_text(self.info.model)}",
+                hint="start it with the same -m file as the speculating server")
+        if other.speculative:
+            raise SpecchatError(f"the baseline server at {other.url} speculates ({other.spec_types})",
+                                hint="start it without -md and without --spec-type")
+
+    def close(self) -> None:
+        self.client.close()
+        if self.baseline_client is not None:
+            self.baseline_client.close()
+
+
+def open_server_session(url: str | None, *, pair: str | None = None, target: str | None = None,
+                        draft: str | None = None, drafter: str = "auto", k: int | None = None,
+                        n_min: int | None = None, p_min: float | None = None, baseline: bool = False,
+                        baseline_server: str | None = None, **kwargs) -> ServerSession:
+    """A ServerSession from the command line's options, each checked at the edge:
+    the server runs its own model and drafter, so the local ones do not apply."""
+    from specchat import checks
+
+    if url is None:
+        raise SpecchatError("--baseline and --baseline-server need --server URL", code=2,
+                            hint="specchat run --server http://127.0.0.1:8080 --baseline \"…\"")
+    for flag, value in (("--pair", pair), ("--target", target), ("--draft", draft)):
+        if value is not None:
+            raise SpecchatError(f"{flag} cannot be used with --server: the server runs its own model", code=2,
+                                hint="drop it, or drop --server to run a local pair")
+    if baseline_server and not baseline:
+        raise SpecchatError("--baseline-server needs --baseline", code=2, hint="add --baseline")
+    if drafter not in ("auto", SERVER_DRAFTER, "off"):
+        raise SpecchatError(f"--drafter {drafter} cannot run on a server", code=2,
+                            hint="with --server the drafter is the server's own, or off where it allows")
+    if k is not None:
+        checks.k(k)
+    if n_min is not None and n_min < 0:
+        raise SpecchatError(f"--draft-min {n_min} is out of range: it must be ≥ 0", code=2, hint="0 drafts always")
+    if p_min is not None and not 0 <= p_min <= 1:
+        raise SpecchatError(f"--draft-p-min {p_min} is out of range: it must be 0 to 1", code=2, hint="0.75 is common")
+    session = ServerSession(check_url(url), k=k, n_min=n_min, p_min=p_min, with_baseline=baseline,
+                            baseline_url=check_url(baseline_server) if baseline_server else None, **kwargs)
+    try:
+        session.set_drafter(SERVER_DRAFTER if drafter == "auto" else drafter)
+        if baseline:
+            session.check_baseline()
+    except SpecchatError:
+        session.close()
+        raise
+    return session
