@@ -41,7 +41,62 @@ class SessionStatus:
     constraint: str = ""  # what replies must match: "JSON · person.json"; "" for free text
 
 
-class ChatSession:
+class Dialogue:
+    """The conversation's messages and the turns that extend it, the same for
+    a local session and a server's: a subclass generates (`_generate`)."""
+
+    def __init__(self) -> None:
+        self._messages: list[dict] = []  # {"role", "content"}, system excluded
+
+    @property
+    def messages(self) -> list[dict]:
+        """A copy of the conversation; change it with the operations below."""
+        return [dict(m) for m in self._messages]
+
+    def replace_messages(self, messages: list[dict]) -> None:
+        """Continue another conversation (a reopened one, or after a pair switch)."""
+        self._messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+
+    def last_user_text(self) -> str | None:
+        users = [m["content"] for m in self._messages if m["role"] == "user"]
+        return users[-1] if users else None
+
+    def clear(self) -> None:
+        self._messages.clear()
+
+    # --- turns ---------------------------------------------------------------------
+
+    def reply(
+        self,
+        user_text: str,
+        on_round: Callable[[Round], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Turn:
+        """Add a user message and generate the assistant's reply."""
+        self._messages.append({"role": "user", "content": user_text})
+        return self._generate(on_round, cancel)
+
+    def regenerate(self, on_round=None, cancel=None) -> Turn:
+        """Drop the last reply and generate it again."""
+        if self._messages and self._messages[-1]["role"] == "assistant":
+            self._messages.pop()
+        if not self._messages:
+            raise SpecchatError("nothing to regenerate", hint="send a message first")
+        return self._generate(on_round, cancel)
+
+    def edit_last(self, user_text: str, on_round=None, cancel=None) -> Turn:
+        """Replace the last user message (and its reply) and generate again."""
+        while self._messages and self._messages[-1]["role"] == "assistant":
+            self._messages.pop()
+        if self._messages:
+            self._messages.pop()
+        return self.reply(user_text, on_round, cancel)
+
+    def _generate(self, on_round, cancel) -> Turn:
+        raise NotImplementedError
+
+
+class ChatSession(Dialogue):
     def __init__(
         self,
         target,
@@ -60,7 +115,7 @@ class ChatSession:
         self.pair = pair
         self.system = system
         self.max_tokens = max_tokens
-        self._messages: list[dict] = []  # {"role", "content"}, system excluded
+        super().__init__()
         # Where each model runs (llama.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": getattr(target, "device", None), "draft": None}
         self.costs = CostModel()
@@ -139,24 +194,6 @@ class ChatSession:
         finally:
             engine.drafter, engine.k, engine.baseline_every = saved
 
-    # --- the conversation -------------------------------------------------------------
-
-    @property
-    def messages(self) -> list[dict]:
-        """A copy of the conversation; change it with the operations below."""
-        return [dict(m) for m in self._messages]
-
-    def replace_messages(self, messages: list[dict]) -> None:
-        """Continue another conversation (a reopened one, or after a pair switch)."""
-        self._messages = [{"role": m["role"], "content": m["content"]} for m in messages]
-
-    def last_user_text(self) -> str | None:
-        users = [m["content"] for m in self._messages if m["role"] == "user"]
-        return users[-1] if users else None
-
-    def clear(self) -> None:
-        self._messages.clear()
-
     def prompt_for(self, user_text: str) -> list[int]:
         """The prompt a fresh chat would send for this message (for measuring)."""
         saved, self._messages = self._messages, [{"role": "user", "content": user_text}]
@@ -164,34 +201,6 @@ class ChatSession:
             return self.prompt_tokens()
         finally:
             self._messages = saved
-
-    # --- turns --------------------------------------------------------------------
-
-    def reply(
-        self,
-        user_text: str,
-        on_round: Callable[[Round], None] | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Turn:
-        """Add a user message and generate the assistant's reply."""
-        self._messages.append({"role": "user", "content": user_text})
-        return self._generate(on_round, cancel)
-
-    def regenerate(self, on_round=None, cancel=None) -> Turn:
-        """Drop the last reply and generate it again."""
-        if self._messages and self._messages[-1]["role"] == "assistant":
-            self._messages.pop()
-        if not self._messages:
-            raise SpecchatError("nothing to regenerate", hint="send a message first")
-        return self._generate(on_round, cancel)
-
-    def edit_last(self, user_text: str, on_round=None, cancel=None) -> Turn:
-        """Replace the last user message (and its reply) and generate again."""
-        while self._messages and self._messages[-1]["role"] == "assistant":
-            self._messages.pop()
-        if self._messages:
-            self._messages.pop()
-        return self.reply(user_text, on_round, cancel)
 
     def _generate(self, on_round, cancel) -> Turn:
         prompt, dropped = self._prompt_that_fits()

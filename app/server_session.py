@@ -12,12 +12,10 @@ is refused, not shown.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 
-from specchat.chat import SessionStatus
+from specchat.chat import Dialogue, SessionStatus
 from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
@@ -50,7 +48,7 @@ class ServerTurn(Turn):
         return out
 
 
-class ServerSession:
+class ServerSession(Dialogue):
     """A conversation with a llama-server: ChatSession's surface, the
     server's model, and the server's own speculation counters."""
 
@@ -71,7 +69,7 @@ class ServerSession:
         self.pair = f"server {self.info.model}"
         self.devices: dict[str, dict | None] = {"target": None, "draft": None}  # the server's, not reported
         self.target = None  # no local model: the server decodes (so nothing here is CPU-bound)
-        self._messages: list[dict] = []
+        super().__init__()
         self._drafter = SERVER_DRAFTER
         self.settings = {"n_max": k, "n_min": n_min, "p_min": p_min}
         self._context_used = 0
@@ -136,43 +134,6 @@ class ServerSession:
 
     def constraint_label(self) -> str:
         return ""
-
-    # --- the conversation ----------------------------------------------------
-
-    @property
-    def messages(self) -> list[dict]:
-        return [dict(m) for m in self._messages]
-
-    def replace_messages(self, messages: list[dict]) -> None:
-        self._messages = [{"role": m["role"], "content": m["content"]} for m in messages]
-
-    def last_user_text(self) -> str | None:
-        users = [m["content"] for m in self._messages if m["role"] == "user"]
-        return users[-1] if users else None
-
-    def clear(self) -> None:
-        self._messages.clear()
-
-    # --- turns -----------------------------------------------------------------
-
-    def reply(self, user_text: str, on_round: Callable[[Chunk], None] | None = None,
-              cancel: threading.Event | None = None) -> ServerTurn:
-        self._messages.append({"role": "user", "content": user_text})
-        return self._generate(on_round, cancel)
-
-    def regenerate(self, on_round=None, cancel=None) -> ServerTurn:
-        if self._messages and self._messages[-1]["role"] == "assistant":
-            self._messages.pop()
-        if not self._messages:
-            raise SpecchatError("nothing to regenerate", hint="send a message first")
-        return self._generate(on_round, cancel)
-
-    def edit_last(self, user_text: str, on_round=None, cancel=None) -> ServerTurn:
-        while self._messages and self._messages[-1]["role"] == "assistant":
-            self._messages.pop()
-        if self._messages:
-            self._messages.pop()
-        return self.reply(user_text, on_round, cancel)
 
     def request(self, drafter: str | None = None) -> dict:
         """The request body of the next turn (with `drafter`'s settings)."""
