@@ -31,6 +31,7 @@ from specchat import scorecard
 from specchat.chat import ChatSession
 from specchat.drafters import default_k
 from specchat.errors import SpecchatError
+from specchat.grammar import check_reply
 from specchat.sampling import SamplingParams
 from specchat.measure import (
     bare_greedy,
@@ -203,8 +204,11 @@ class Bench:
             k=k if slot == "B" else 0,
             stats=TurnStats(),
         )
+        # A prompt with a schema is decoded under it in every run, off and the reference included.
+        self.session.set_constraint(prompt.constraint)
         if drafter == REFERENCE:
-            out, t, steps = bare_greedy(self.session.target, tokens, budget, self.session.sampling)
+            constraint = self.session.constraint if prompt.constraint else None
+            out, t, steps = bare_greedy(self.session.target, tokens, budget, self.session.sampling, constraint)
             run.tokens, run.text = out, self.session.target.detokenize(out)
             run.finish = "length" if len(out) >= budget else "eos"
             run.stats = bare_stats(len(out), t, steps, len(tokens) - 1)
@@ -212,6 +216,9 @@ class Bench:
             turn = self._engine_turn(prompt, drafter, k_engine)
             run.tokens, run.text, run.finish, run.stats = turn.tokens, turn.text, turn.finish, turn.stats
             run.offered, run.hits = position_counts(turn.rounds)
+        if prompt.constraint is not None:
+            run.schema_error = "the reply did not finish" if run.finish != "eos" else check_reply(prompt.constraint, run.text)
+            run.valid = run.schema_error is None
         run.peak_rss_mb = peak_rss_mb()
         return run
 
@@ -259,7 +266,8 @@ class Bench:
             "settings": self.plan.to_dict(),
             "machine": {**machine_facts(self.session), "load_average": self.load_average},
             "pair": pair or {"name": self.session.pair},
-            "suites": {s.name: [{"id": p.id, "text": p.text} for p in s.prompts] for s in self.plan.suites},
+            "suites": {s.name: [{"id": p.id, "text": p.text, **({"schema": p.constraint.source} if p.constraint else {})}
+                                for p in s.prompts] for s in self.plan.suites},
             "cost_curve": self.curve.to_dict() if self.curve else None,
             "ngram_proposal": self.ngram,
             "rows": scorecard.rows(self.runs),
@@ -322,6 +330,8 @@ def show(report: dict, console: Console) -> None:
         console.print(line)
     if report["ngram_proposal"]:
         console.print(scorecard.ngram_line(report["ngram_proposal"]))
+    for line in scorecard.schema_lines(report.get("runs", [])):
+        console.print(line)
     peak = max((r["peak_rss_mb"] for r in report["rows"]), default=0.0)
     console.print(f"peak RSS {peak:.0f} MB")
     la = m["load_average"]

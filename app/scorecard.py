@@ -17,6 +17,7 @@ from rich.table import Table
 
 from specchat.costmodel import interpolate
 from specchat.stats import TurnStats, device_text, number
+from specchat.textsafe import safe_text
 
 OFF = "off"
 REFERENCE = "reference"  # the bare greedy loop, no engine
@@ -49,6 +50,8 @@ class Run:
     offered: list[int] = field(default_factory=list)  # per draft position: drafts that reached it
     hits: list[int] = field(default_factory=list)  # per draft position: drafts accepted there
     identical: bool | None = None  # B runs, greedy: the same tokens as the paired A run
+    valid: bool | None = None  # prompts with a schema: the reply finished, parses and matches it
+    schema_error: str | None = None  # why it does not
     first_divergence: int | None = None
     peak_rss_mb: float = 0.0  # the process's peak so far
 
@@ -181,10 +184,32 @@ def _row(suite: str, drafter: str, k: int, runs: list[Run], paired_off: list[Run
         "acceptance_rate": t.acceptance_rate,
         "per_position_acceptance": t.per_position_acceptance,
         "identical_rate": sum(checked) / len(checked) if checked else None,
+        "valid_rate": _share(r.valid for r in runs),
         "shares": t.shares(),
         "peak_rss_mb": max(r.peak_rss_mb for r in runs),
         "order": "".join(r.slot for r in both),  # "ABAB…": off and this config alternated
     }
+
+
+def _share(flags) -> float | None:
+    """Share of True among the flags that are not None (None: none apply)."""
+    known = [f for f in flags if f is not None]
+    return sum(known) / len(known) if known else None
+
+
+def schema_lines(runs: list[dict]) -> list[str]:
+    """Per suite whose prompts carry a schema: how many replies parse and
+    match it, and each one that does not."""
+    out = []
+    for suite in _unique(r["suite"] for r in runs if r.get("valid") is not None):
+        checked = [r for r in runs if r["suite"] == suite and r.get("valid") is not None]
+        good = sum(r["valid"] for r in checked)
+        out.append(f"{suite}: {good} of {len(checked)} replies parse as JSON and match their prompt's schema")
+        for r in checked:
+            if not r["valid"]:
+                k = f" k={r['k']}" if r["k"] else ""
+                out.append(f"  {r['prompt']} · {r['drafter']}{k}: {safe_text(r['schema_error'])}")
+    return out
 
 
 def _median_pair_ratio(runs: list[Run], paired_off: list[Run]) -> float | None:

@@ -201,3 +201,44 @@ def test_schema_prefix_splits_file_and_message():
     assert schema_prefix("/schemas are nice") == (None, "/schemas are nice")
     with pytest.raises(SpecchatError, match="/schema needs a file"):
         schema_prefix("/schema ")
+
+
+# --- the json bench suite ------------------------------------------------------------------
+
+
+def test_json_suite_has_five_prompts_each_with_a_schema_of_nested_objects_arrays_and_enums():
+    from specchat.suites import load_suite
+
+    suite = load_suite("json")
+    assert [p.id for p in suite.prompts] == ["person", "order", "meeting", "ticket", "job"]
+    for p in suite.prompts:
+        schema = p.constraint.schema
+        kinds = {json_kind(v) for v in schema["properties"].values()}
+        assert {"object", "array", "enum"} <= kinds, p.id
+        assert p.constraint.label == f"JSON · {p.id}.schema.json"
+        assert 'space ::= ""' in p.constraint.gbnf  # json.dumps layout
+
+
+def json_kind(v: dict) -> str:
+    return "enum" if "enum" in v else v["type"]
+
+
+def test_schema_lines_count_valid_replies_and_name_each_failure():
+    from specchat import scorecard
+    from specchat.stats import TurnStats
+
+    def run(seq, prompt, drafter, valid, error=None):
+        r = scorecard.Run(seq=seq, cycle=seq // 2, slot="A" if drafter == "off" else "B", suite="json", prompt=prompt,
+                          repeat=0, drafter=drafter, k=0 if drafter == "off" else 16, stats=TurnStats())
+        r.valid, r.schema_error = valid, error
+        return r.to_dict()
+
+    runs = [run(0, "person", "off", True), run(1, "person", "grammar", True),
+            run(2, "order", "off", False, "the reply did not finish"),
+            run(3, "order", "grammar", False, "does not match order.schema.json: 'x' is not one of ['EUR']"),
+            {**run(4, "x", "off", None), "suite": "math"}]
+    assert scorecard.schema_lines(runs) == [
+        "json: 2 of 4 replies parse as JSON and match their prompt's schema",
+        "  order · off: the reply did not finish",
+        "  order · grammar k=16: does not match order.schema.json: 'x' is not one of ['EUR']",
+    ]

@@ -12,8 +12,9 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from specchat import paths
+from specchat.drafters import NEEDS_CONSTRAINT
 from specchat.errors import SpecchatError
-from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker
+from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker, TextPrompt
 from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, last_code_block
 
 
@@ -44,6 +45,8 @@ ACTIONS = [
     Action("regenerate", "ctrl+r", "regenerate", "Regenerate", "Generate the last reply again", True, True),
     Action("edit_last", "ctrl+l", "edit_last", "Edit last", "Edit and resend your last message", False, True),
     Action("new_chat", "ctrl+n", "new_chat", "New chat", "Start a new conversation", True, True),
+    Action("json_schema", "f8", "json_schema", "Reply as JSON matching…",
+           "Constrain the replies to a JSON schema file (/schema FILE before a message does the same; off frees them)"),
 ]
 
 
@@ -96,6 +99,8 @@ class ChatActions:
             note = " (from the next round)" if self.generating else ""
             if name in ("draft", "hybrid") and not self.session.draft_model_loaded:
                 note += "; the draft model loads on its first use"
+            if name in NEEDS_CONSTRAINT and not self.session.status().constraint:
+                note += "; it drafts only while replies are constrained (F8 or /schema FILE): plain steps until then"
             self.notify(f"drafter: {name}{note}", timeout=3)
             self._set_status()
             return
@@ -222,6 +227,30 @@ class ChatActions:
         prompt.focus()
         self.editing = True
         self.notify("editing your last message: Enter resends, Esc leaves it", timeout=4)
+
+    def action_json_schema(self) -> None:
+        if self._busy() or self.session is None:
+            return
+        title = "Reply as JSON matching… (a JSON schema file's path; off: free text)"
+        self.push_screen(TextPrompt(title), lambda path: path and self.set_schema(path))
+
+    def set_schema(self, path: str) -> bool:
+        """Constrain the next replies to the JSON schema file at `path` ("off":
+        free text again). A file that cannot be used is an error notice: False."""
+        from specchat.grammar import load_schema
+
+        if self.session is None or self._busy():
+            return False
+        try:
+            self.session.set_constraint(None if path == "off" else load_schema(path))
+        except SpecchatError as err:
+            self.notify(f"{err.message} ({err.hint})" if err.hint else err.message, title="schema", severity="error",
+                        timeout=10)
+            return False
+        label = self.session.status().constraint
+        self.notify(f"replies must match {label}" if label else "replies are free text again", timeout=4)
+        self._set_status()
+        return True
 
     def action_new_chat(self) -> None:
         if self._busy():

@@ -21,6 +21,7 @@ from textual.widgets import Footer
 from specchat import config, paths
 from specchat.config import Settings
 from specchat.errors import SpecchatError
+from specchat.grammar import schema_prefix
 from specchat.history import History
 from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
@@ -207,7 +208,7 @@ class SpecchatApp(ChatActions, App):
             return
         s = self.session.status()
         bar.status = Status(s.pair, self.drafter, s.k, s.temp, s.context_used, s.n_ctx,
-                            self.live_tok_s, old_note, choice=self.auto_choice)
+                            self.live_tok_s, old_note, choice=self.auto_choice, constraint=s.constraint)
 
     # --- sending and streaming -----------------------------------------------------------
 
@@ -218,12 +219,25 @@ class SpecchatApp(ChatActions, App):
             return
         if self._busy():
             return
+        text = msg.text
+        try:
+            path, rest = schema_prefix(text)
+        except SpecchatError as err:
+            self.notify(f"{err.message} ({err.hint})", title="schema", severity="error", timeout=10)
+            return
+        if path is not None:  # "/schema FILE rest": constrain, then send the rest
+            if not self.set_schema(path):
+                return  # the message stays in the prompt, to fix the path
+            if not rest:
+                self.query_one(PromptInput).clear()
+                return
+            text = rest
         self.query_one(PromptInput).clear()
         kind = "edit" if self.editing else "reply"
         self.editing = False
         if kind == "edit":
             self._drop_last_exchange()
-        self._start(kind, msg.text)
+        self._start(kind, text)
 
     def _start(self, kind: str, text: str) -> None:
         chat = self.query_one("#chat", VerticalScroll)

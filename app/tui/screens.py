@@ -36,6 +36,11 @@ class LegendScreen(ModalScreen[None]):
         )
         hybrid = Content.assemble(
             "hybrid: ", ("n-gram accepted", "$spec-ngram"), "  ", ("draft-model accepted", "$spec-model"),
+            "  ", ("grammar-forced accepted", "$spec-grammar"),
+        )
+        grammar = Content.assemble(
+            ("grammar-forced accepted", "$spec-grammar"), ": tokens a JSON schema or grammar forced, in any mode; ",
+            ("⟨JSON · file⟩", "bold $spec-grammar"), " in the status bar while replies are constrained",
         )
         numbers = Content.assemble(
             "α = tokens per verify · speedup ", ("> 1", "bold $spec-good"), " won, ",
@@ -46,6 +51,7 @@ class LegendScreen(ModalScreen[None]):
             yield Static("Legend", classes="dialog-title")
             yield Static(sample)
             yield Static(hybrid)
+            yield Static(grammar)
             yield Static(numbers)
             if self.server_note:
                 yield Static(Content.assemble(("server totals", "$spec-accepted"), safe_text(self.server_note)))

@@ -247,6 +247,7 @@ class Status:
     live_tok_s: float | None = None  # while generating
     note: str = ""  # loading…, no model, …
     choice: str = ""  # auto's latest decision while generating, e.g. "ngram k=6"
+    constraint: str = ""  # what replies must match ("JSON · person.json"), shown as a mark
 
 
 class StatusBar(Static):
@@ -260,6 +261,7 @@ class StatusBar(Static):
             Content.styled(safe_text(s.pair), "bold"),
             Content.assemble("drafter ", (s.drafter, "bold $accent"), (f" → {s.choice}" if s.choice else "", "$accent")),
             Content(f"k {s.k}" if s.k else "k set by the server"),  # a server that takes no k per request
+            *([Content.styled(safe_text(f"⟨{s.constraint}⟩"), "bold $spec-grammar")] if s.constraint else []),
             Content(f"temp {s.temp:g}"),
             Content(f"ctx {s.used}/{s.n_ctx}"),
         ]

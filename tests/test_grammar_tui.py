@@ -1,0 +1,126 @@
+"""Constrained replies in the chat: /schema, the palette's "Reply as JSON
+matching…", the status bar's mark and the grammar's colour, on the real app
+(Pilot) and, where a reply is decoded, the real tiny pair."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specchat.config import Settings
+from specchat.themes import DARK as DARK_THEME
+from specchat.tui.models import PairInfo
+from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatusBar
+from tests.support.tui import make_app, ready, rendered_by_colour, spans_text, wait_until
+
+SCHEMA = Path(__file__).parent / "data" / "person.schema.json"
+GRAMMAR_COLOUR = DARK_THEME.variables["spec-grammar"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
+
+
+class TinyPair:
+    """The tiny pair's files through the real loader, with room for a JSON reply."""
+
+    def __init__(self, target) -> None:
+        self.target = target
+
+    def pairs(self):
+        return [PairInfo("smollm2-135m", "tiny", True, True)]
+
+    def default_pair(self) -> str:
+        return "smollm2-135m"
+
+    def is_pulled(self, name: str) -> bool:
+        return True
+
+    def open(self, pair, drafter, k, settings):
+        from specchat.loader import open_session
+
+        return open_session(target=str(self.target), drafter=drafter, k=k, max_tokens=160, ctx=2048)
+
+
+def status(app) -> str:
+    return str(app.query_one(StatusBar).render())
+
+
+def notices(app) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+@pytest.mark.real
+async def test_schema_prefix_constrains_the_reply_marks_it_and_colours_the_forced_tokens(tmp_path, tiny_pair):
+    app = make_app(tmp_path, models=TinyPair(tiny_pair[0]), settings=Settings(), drafter="grammar", k=16)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_until(pilot, lambda: app.session is not None, timeout=120)
+        assert "⟨" not in status(app)
+        app.query_one(PromptInput).text = f"/schema {SCHEMA} Extract the person as JSON: Maria Lopez, 34, engineer in Porto, Portugal."
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "replies must match JSON · person.schema.json" in notices(app)
+        assert "· k 16 · ⟨JSON · person.schema.json⟩ ·" in status(app)
+        await wait_until(pilot, lambda: app.query(AssistantMessage) and not app.generating, timeout=300)
+        await pilot.pause()
+        # The user's message went without its prefix; the reply is JSON of the schema.
+        assert app.session.messages[0]["content"] == "Extract the person as JSON: Maria Lopez, 34, engineer in Porto, Portugal."
+        reply = app.query_one(AssistantMessage)
+        value = json.loads(reply.text)
+        assert set(value) == {"name", "age", "role", "skills", "address"}
+        # Keys and punctuation were forced: drafted by the grammar, drawn in its colour.
+        forced = spans_text(reply, "accepted", "grammar")
+        assert '"name":"' in forced and '"country":"' in forced
+        assert rendered_by_colour(reply.query_one(ReplyBody))[(GRAMMAR_COLOUR, False)] == forced
+        # /schema off frees the replies again and the mark goes.
+        app.query_one(PromptInput).text = "/schema off"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "replies are free text again" in notices(app)
+        assert "⟨" not in status(app) and not app.generating
+        app.session.close()
+
+
+@pytest.mark.real
+async def test_palette_reply_as_json_matching_sets_the_schema(tmp_path, tiny_pair):
+    app = make_app(tmp_path, models=TinyPair(tiny_pair[0]), settings=Settings(), drafter="off", k=4)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_until(pilot, lambda: app.session is not None, timeout=120)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Reply as JSON")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press(*str(SCHEMA))
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: "⟨JSON · person.schema.json⟩" in status(app))
+        assert app.session.status().constraint == "JSON · person.schema.json"
+        app.session.close()
+
+
+async def test_a_missing_schema_file_is_one_notice_and_the_message_stays(tmp_path):
+    app = make_app(tmp_path, drafter="off")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        prompt = app.query_one(PromptInput)
+        prompt.text = "/schema /nonexistent/person.json Extract this"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "no JSON schema file at /nonexistent/person.json (check the path of the JSON schema file)" in notices(app)
+        assert prompt.text == "/schema /nonexistent/person.json Extract this"  # kept, to fix the path
+        assert not app.query(AssistantMessage) and "⟨" not in status(app)
+
+
+async def test_switching_to_the_grammar_drafter_without_a_constraint_says_so(tmp_path):
+    app = make_app(tmp_path, drafter="hybrid")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+d")
+        await pilot.pause()
+        assert app.drafter == "grammar"
+        assert ("drafter: grammar; it drafts only while replies are constrained (F8 or /schema FILE): "
+                "plain steps until then") in notices(app)
