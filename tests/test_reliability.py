@@ -143,17 +143,17 @@ async def test_user_text_in_a_message_is_not_markup(tmp_path):
         assert not any(s.italic or s.meta.get("@click") for _, s in runs)
 
 
+def chat_headless(patch: str, home) -> subprocess.CompletedProcess:
+    """`specchat chat` in a real process with a headless driver, SpecchatApp
+    patched first by `patch` (code that may use the name SpecchatApp)."""
+    code = f"from specchat.tui.app import SpecchatApp\n{patch}from specchat.cli import main\nmain()\n"
+    env = {**os.environ, "SPECCHAT_HOME": str(home), "TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
+    return subprocess.run([sys.executable, "-c", code, "chat"], capture_output=True, env=env, timeout=120)
+
+
 def test_a_crash_inside_the_chat_exits_non_zero(tmp_path):
     """The app is real and headless; its mount is made to fail the way a bug would."""
-    code = (
-        "from specchat.tui.app import SpecchatApp\n"
-        "def boom(self): raise RuntimeError('a bug')\n"
-        "SpecchatApp.on_mount = boom\n"
-        "from specchat.cli import main\n"
-        "main()\n"
-    )
-    env = {**os.environ, "SPECCHAT_HOME": str(tmp_path), "TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
-    done = subprocess.run([sys.executable, "-c", code, "chat"], capture_output=True, env=env, timeout=120)
+    done = chat_headless("def boom(self): raise RuntimeError('a bug')\nSpecchatApp.on_mount = boom\n", tmp_path)
     assert done.returncode == 1, done.stderr.decode()[-2000:]
 
 
@@ -348,9 +348,8 @@ def start_chat(home: Path, tmp_path: Path) -> tuple[int, list[list[str]]]:
     Textual's headless driver; it quits a moment after start and reports its
     notifications."""
     out = tmp_path / "notes.json"
-    code = (
+    done = chat_headless(
         "import json\n"
-        "from specchat.tui.app import SpecchatApp\n"
         "mount = SpecchatApp.on_mount\n"
         "def on_mount(self):\n"
         "    mount(self)\n"
@@ -358,12 +357,9 @@ def start_chat(home: Path, tmp_path: Path) -> tuple[int, list[list[str]]]:
         f"        open({str(out)!r}, 'w').write(json.dumps([[n.title, n.message] for n in self._notifications]))\n"
         "        self.exit()\n"
         "    self.set_timer(1.0, done)\n"
-        "SpecchatApp.on_mount = on_mount\n"
-        "from specchat.cli import main\n"
-        "main()\n"
+        "SpecchatApp.on_mount = on_mount\n",
+        home,
     )
-    env = {**os.environ, "SPECCHAT_HOME": str(home), "TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
-    done = subprocess.run([sys.executable, "-c", code, "chat"], capture_output=True, env=env, timeout=120)
     assert b"Traceback" not in done.stderr, done.stderr.decode()[-3000:]
     import json
 
