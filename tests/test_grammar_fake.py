@@ -242,3 +242,26 @@ def test_schema_lines_count_valid_replies_and_name_each_failure():
         "  order · off: the reply did not finish",
         "  order · grammar k=16: does not match order.schema.json: 'x' is not one of ['EUR']",
     ]
+
+
+# --- auto prices forced runs on the cost curve ---------------------------------------------------
+
+
+@pytest.mark.parametrize("curve, drafts", [({1: 1.0, 2: 1.05, 3: 1.1, 4: 1.15, 9: 1.4}, True),
+                                           ({1: 1.0, 2: 5.0, 3: 10.0, 9: 45.0}, False)])
+def test_auto_takes_the_forced_run_where_the_curve_makes_it_pay(curve, drafts):
+    from specchat.costmodel import CostModel
+    from specchat.drafters.auto import AutoDrafter
+
+    model = FakeModel(seed=0)
+    c = constrained(model)
+    costs = CostModel.from_points(curve)
+    auto = AutoDrafter(NgramDrafter(), None, costs, grammar=GrammarDrafter(c))
+    turn = Engine(model, auto, k=8, baseline_every=0, costs=costs, constraint=c).generate(PROMPT, 80)
+    assert turn.tokens == plain(0)
+    grammar_rounds = [r for r in turn.rounds if r.drafter == "grammar"]
+    if drafts:  # a flat curve: every forced run is drafted, and it is all accepted
+        assert turn.rounds[0].drafter == "grammar" and turn.rounds[0].accepted == [8, 14]
+        assert grammar_rounds and all(not r.rejected for r in grammar_rounds)
+    else:  # verifying costs as much as the steps it saves and more: plain steps only
+        assert not grammar_rounds and all(r.plain for r in turn.rounds)
