@@ -127,10 +127,16 @@ def test_run_grammar_file_forces_the_sentence(tiny_pair):
 @pytest.mark.real
 def test_run_on_a_terminal_names_the_constraint_under_the_stats(tiny_pair):
     target, _ = map(str, tiny_pair)
+    env = {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "1", "COLORTERM": "truecolor", "COLUMNS": "300"}
     r = specchat("run", PERSON, "--target", target, "--json-schema", str(SCHEMA), "--drafter", "grammar",
-                 "--max-tokens", "120")
+                 "--max-tokens", "120", env=env)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "JSON · person.schema.json · the reply matches it"
+    assert r.stdout.strip().splitlines()[-1].endswith("JSON · person.schema.json · the reply matches it\x1b[0m")
+    # Forced tokens in the grammar's colour (spec-grammar, #c58af9), keys among them.
+    grammar = "\x1b[38;2;197;138;249m"
+    assert grammar in r.stdout
+    forced = "".join(chunk.split("\x1b[0m")[0] for chunk in r.stdout.split(grammar)[1:])
+    assert '"name": "' in forced and '"country": "' in forced
 
 
 # --- bad input: one line and a hint, before or right after loading --------------------------
