@@ -130,7 +130,7 @@ def rm(pairs: list[str] = typer.Argument(..., help="Pairs whose files to delete 
         _fail(err)
 
 
-# --- run (owned by runcmd.py) ---------------------------------------------------
+# --- run (owned by run.py) ---------------------------------------------------
 
 
 @app.command()
@@ -168,7 +168,7 @@ def run(
     """Generate one reply and show how speculation did."""
     from specchat import checks
     from specchat.loader import open_session
-    from specchat.runcmd import run_once
+    from specchat.run import run_once
     from specchat.sampling import SamplingParams
 
     try:

@@ -182,7 +182,7 @@ async def test_a_stored_reply_with_escapes_shows_them_visibly(tmp_path):
 
 
 def test_run_prints_model_text_with_escapes_made_visible():
-    from specchat.runcmd import round_text
+    from specchat.run import round_text
 
     r = Round(accepted=[1], rejected=[2], target=3, drafter="ngram", plain=False,
               accepted_text="a\x1b[2J", rejected_text="\x1b]0;x\x07", target_text="b\x9bc\ud800")

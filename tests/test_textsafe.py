@@ -17,7 +17,7 @@ from textual.notifications import Notification
 from textual.widgets._toast import Toast
 
 from specchat.history import Conversation, Message, to_markdown
-from specchat.runcmd import round_text
+from specchat.run import round_text
 from specchat.stats import Round
 from specchat.textsafe import safe_json, safe_text
 from specchat.tui.app import SpecchatApp
