@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from specchat.costmodel import CostModel
+from specchat.costmodel import CostModel, settle_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES, Drafters
 from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
@@ -123,7 +123,7 @@ class ChatSession(Dialogue):
         self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint)
         self.engine = Engine(
             target, self.drafters.get(drafter), k=k, sampling=sampling, baseline_every=baseline_every, costs=self.costs,
-            constraint=self.constraint
+            constraint=self.constraint, settle_steps=settle_steps(self.devices["target"]),
         )
 
     # --- knobs, safe from any thread -----------------------------------------

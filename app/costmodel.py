@@ -31,6 +31,14 @@ SMOOTHING = 0.2  # weight of a new observation
 SETTLE_STEPS = 2
 
 
+def settle_steps(device: dict | None) -> int:
+    """How many plain steps a stream needs after a batch of another shape
+    before a step costs what it does among steps: SETTLE_STEPS where the
+    model runs on a GPU backend (llama.placement's dict), none on the CPU,
+    whose kernels keep no state between decodes."""
+    return SETTLE_STEPS if device and device.get("gpu_layers") else 0
+
+
 def interpolate(points: dict[int, float], n: float, known: list[int] | None = None) -> float:
     """Seconds for n positions from measured {positions: seconds}: linear
     between neighbours, along the last slope beyond them (never below zero).

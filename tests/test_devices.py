@@ -91,3 +91,11 @@ def test_the_stats_panel_names_where_each_model_runs():
     assert "target: CUDA · NVIDIA H200 · 29/29 layers offloaded" in text
     assert " draft: not loaded" in text
     assert "target" not in panel_text([], {"target": None, "draft": None}).plain  # a fake model: nothing to say
+
+
+def test_baseline_samples_settle_only_where_the_model_runs_on_a_gpu():
+    from specchat.costmodel import SETTLE_STEPS, settle_steps
+
+    assert settle_steps(placement(CUDA_LOG, 29)) == SETTLE_STEPS == 2  # CUDA graphs re-capture after a batch
+    assert settle_steps({"backend": "CPU", "device": "x", "gpu_layers": 0, "layers": 31}) == 0
+    assert settle_steps(None) == 0

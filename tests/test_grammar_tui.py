@@ -11,9 +11,8 @@ import pytest
 
 from specchat.config import Settings
 from specchat.themes import DARK as DARK_THEME
-from specchat.tui.models import PairInfo
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatusBar
-from tests.support.tui import make_app, ready, rendered_by_colour, spans_text, wait_until
+from tests.support.tui import TinyPair, make_app, ready, rendered_by_colour, spans_text, wait_until
 
 SCHEMA = Path(__file__).parent / "data" / "person.schema.json"
 GRAMMAR_COLOUR = DARK_THEME.variables["spec-grammar"]
@@ -22,27 +21,6 @@ GRAMMAR_COLOUR = DARK_THEME.variables["spec-grammar"]
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
-
-
-class TinyPair:
-    """The tiny pair's files through the real loader, with room for a JSON reply."""
-
-    def __init__(self, target) -> None:
-        self.target = target
-
-    def pairs(self):
-        return [PairInfo("smollm2-135m", "tiny", True, True)]
-
-    def default_pair(self) -> str:
-        return "smollm2-135m"
-
-    def is_pulled(self, name: str) -> bool:
-        return True
-
-    def open(self, pair, drafter, k, settings):
-        from specchat.loader import open_session
-
-        return open_session(target=str(self.target), drafter=drafter, k=k, max_tokens=160, ctx=2048)
 
 
 def status(app) -> str:
@@ -55,7 +33,7 @@ def notices(app) -> list[str]:
 
 @pytest.mark.real
 async def test_schema_prefix_constrains_the_reply_marks_it_and_colours_the_forced_tokens(tmp_path, tiny_pair):
-    app = make_app(tmp_path, models=TinyPair(tiny_pair[0]), settings=Settings(), drafter="grammar", k=16)
+    app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="grammar", k=16)
     async with app.run_test(size=(160, 40)) as pilot:
         await wait_until(pilot, lambda: app.session is not None, timeout=120)
         assert "⟨" not in status(app)
@@ -86,7 +64,7 @@ async def test_schema_prefix_constrains_the_reply_marks_it_and_colours_the_force
 
 @pytest.mark.real
 async def test_palette_reply_as_json_matching_sets_the_schema(tmp_path, tiny_pair):
-    app = make_app(tmp_path, models=TinyPair(tiny_pair[0]), settings=Settings(), drafter="off", k=4)
+    app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="off", k=4)
     async with app.run_test(size=(160, 40)) as pilot:
         await wait_until(pilot, lambda: app.session is not None, timeout=120)
         await pilot.press("ctrl+p")

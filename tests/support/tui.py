@@ -161,3 +161,25 @@ def spans_text(reply: AssistantMessage, kind: str, drafter: str | None = None) -
 
 
 # --- replies and their colours ----------------------------------------------------------
+
+
+class TinyPair:
+    """The app's models for the real tiny pair: its files through the real loader."""
+
+    def __init__(self, target, draft=None, max_tokens: int = 48) -> None:
+        self.target, self.draft, self.max_tokens = target, draft, max_tokens
+
+    def pairs(self):
+        return [PairInfo("smollm2-135m", "tiny", True, True)]
+
+    def default_pair(self) -> str:
+        return "smollm2-135m"
+
+    def is_pulled(self, name: str) -> bool:
+        return True
+
+    def open(self, pair, drafter, k, settings):
+        from specchat.loader import open_session
+
+        return open_session(target=str(self.target), draft=self.draft and str(self.draft), drafter=drafter, k=k,
+                            max_tokens=self.max_tokens, ctx=2048)
