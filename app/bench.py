@@ -31,7 +31,7 @@ from specchat import scorecard
 from specchat.chat import ChatSession
 from specchat.drafters import default_k
 from specchat.errors import SpecchatError
-from specchat.grammar import check_reply
+from specchat.schema import check_reply
 from specchat.sampling import SamplingParams
 from specchat.measure import (
     bare_greedy,

@@ -20,7 +20,8 @@ from specchat.costmodel import CostModel, settle_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES, Drafters
 from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
-from specchat.grammar import Constraint, Grammar, GrammarSpec
+from specchat.grammar import Constraint, Grammar
+from specchat.schema import GrammarSpec
 from specchat.sampling import SamplingParams
 from specchat.stats import Round
 

@@ -43,7 +43,7 @@ def constraint(json_schema: str | None, grammar: str | None, server: str | None 
     if server is not None:
         raise SpecchatError("--json-schema and --grammar constrain the local engine, not a server",
                             hint="leave out --server to decode with the grammar here", code=2)
-    from specchat.grammar import load_gbnf, load_schema
+    from specchat.schema import load_gbnf, load_schema
 
     return load_schema(json_schema) if json_schema is not None else load_gbnf(grammar)
 

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from specchat.errors import SpecchatError
-from specchat.grammar import GrammarSpec, load_schema
+from specchat.schema import GrammarSpec, load_schema
 
 SUITES = ("code-edit", "summarize", "code-gen", "chat", "math", "json")
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from specchat.errors import SpecchatError
-from specchat.grammar import Grammar, check_reply, load_gbnf, load_schema
+from specchat.grammar import Grammar
+from specchat.schema import check_reply, load_gbnf, load_schema
 from tests.test_run_cli import run_json, specchat
 
 DATA = Path(__file__).parent / "data"

@@ -237,7 +237,7 @@ class ChatActions:
     def set_schema(self, path: str) -> bool:
         """Constrain the next replies to the JSON schema file at `path` ("off":
         free text again). A file that cannot be used is an error notice: False."""
-        from specchat.grammar import load_schema
+        from specchat.schema import load_schema
 
         if self.session is None or self._busy():
             return False

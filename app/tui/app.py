@@ -21,7 +21,7 @@ from textual.widgets import Footer
 from specchat import config, paths
 from specchat.config import Settings
 from specchat.errors import SpecchatError
-from specchat.grammar import schema_prefix
+from specchat.schema import schema_prefix
 from specchat.history import History
 from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
