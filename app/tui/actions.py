@@ -14,6 +14,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from specchat import paths
 from specchat.drafters import NEEDS_CONSTRAINT
 from specchat.errors import SpecchatError
+from specchat.schema import schema_prefix
 from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker, TextPrompt
 from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, last_code_block
 
@@ -233,6 +234,22 @@ class ChatActions:
             return
         title = "Reply as JSON matching… (a JSON schema file's path; off: free text)"
         self.push_screen(TextPrompt(title), lambda path: path and self.set_schema(path))
+
+    def _schema_prefix(self, text: str) -> str | None:
+        """A message may start with "/schema FILE" (or "/schema off"): apply it,
+        then return the rest to send; None when nothing is to be sent."""
+        try:
+            path, rest = schema_prefix(text)
+        except SpecchatError as err:
+            self.notify(f"{err.message} ({err.hint})", title="schema", severity="error", timeout=10)
+            return None
+        if path is None:
+            return text
+        if not self.set_schema(path):
+            return None  # the message stays in the prompt, to fix the path
+        if not rest:
+            self.query_one(PromptInput).clear()
+        return rest or None
 
     def set_schema(self, path: str) -> bool:
         """Constrain the next replies to the JSON schema file at `path` ("off":

@@ -21,7 +21,6 @@ from textual.widgets import Footer
 from specchat import config, paths
 from specchat.config import Settings
 from specchat.errors import SpecchatError
-from specchat.schema import schema_prefix
 from specchat.history import History
 from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
@@ -219,19 +218,9 @@ class SpecchatApp(ChatActions, App):
             return
         if self._busy():
             return
-        text = msg.text
-        try:
-            path, rest = schema_prefix(text)
-        except SpecchatError as err:
-            self.notify(f"{err.message} ({err.hint})", title="schema", severity="error", timeout=10)
+        text = self._schema_prefix(msg.text)
+        if text is None:
             return
-        if path is not None:  # "/schema FILE rest": constrain, then send the rest
-            if not self.set_schema(path):
-                return  # the message stays in the prompt, to fix the path
-            if not rest:
-                self.query_one(PromptInput).clear()
-                return
-            text = rest
         self.query_one(PromptInput).clear()
         kind = "edit" if self.editing else "reply"
         self.editing = False
