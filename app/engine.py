@@ -281,7 +281,7 @@ class _Arm:
         if self.every <= 0:
             return False
         if not self.owed and i >= 2 and (self.samples < MIN_SAMPLES or self.samples * self.every < i):
-            self.owed = max(ARM_SAMPLES if self.samples >= MIN_SAMPLES else 0, MIN_SAMPLES - self.samples)
+            self.owed = MIN_SAMPLES - self.samples if self.samples < MIN_SAMPLES else ARM_SAMPLES
         return self.owed > 0
 
     def record(self, r: Round) -> None:
