@@ -13,7 +13,7 @@ from specchat.drafters.ngram import NgramDrafter
 from specchat.engine import Engine
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, probs
-from tests.fake_grammar import END, MACHINE, FakeGrammar, matches
+from tests.support.fake_grammar import END, MACHINE, FakeGrammar, matches
 from tests.support.fake_model import EOS, FakeModel
 from tests.test_engine_fake import KVChecker, PerfectDrafter, RandomDrafter
 

@@ -1,6 +1,6 @@
 """specchat against a llama.cpp server (issue 16): a real `llama-server`,
 built from the llama.cpp source vendored in llama-cpp-python
-(tests/llamaserver.py), started on loopback on the real smollm2-135m pair
+(tests/support/llamaserver.py), started on loopback on the real smollm2-135m pair
 as target and draft, and `specchat run --server` as a user runs it.
 
 The figures are checked against the server's own: its final timings and
@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from llamaserver import LlamaServer, plain_args, spec_args
+from tests.support.llamaserver import LlamaServer, plain_args, spec_args
 
 PROMPT = "Write the numbers from 1 to 30 separated by commas."
 ACCEPTANCE = re.compile(r"draft acceptance = ([0-9.]+) \(\s*(\d+) accepted /\s*(\d+) generated\), mean len =\s*([0-9.]+)")
@@ -386,21 +386,3 @@ def test_per_request_settings_where_props_lists_them(canned):
     assert bodies[-1]["speculative.n_max"] == 0 and bodies[-1]["stream"] is False
     assert "still drafted 4 tokens" in err.value.message and turn.stats.speedup is None
     session.close()
-
-
-# --- the counting rule, on sequences of totals ----------------------------------------------------
-
-
-def test_totals_spend_accepted_drafts_on_the_rounds_tokens():
-    from specchat.server_counts import Totals
-
-    t = Totals()
-    # A round drafting 3 with 2 accepted: its counters come with its first token, then 2 more tokens.
-    seq = [("a", 1, 0, 0), ("b", 2, 3, 2), ("c", 3, 3, 2), ("d", 4, 3, 2), ("e", 5, 3, 2), ("f", 6, 6, 2)]
-    chunks = [t.chunk(text, {"predicted_n": p, "draft_n": d, "draft_n_accepted": a}) for text, p, d, a in seq]
-    assert [c.kind for c in chunks] == ["target", "accepted", "accepted", "target", "target", "target"]
-    assert (t.rounds, t.exact, t.accepted, t.drafted) == (2, True, 2, 6)
-    # Two tokens in one chunk, one of them accepted: the chunk stays plain and α is not given.
-    t2 = Totals()
-    mixed = t2.chunk("xy", {"predicted_n": 2, "draft_n": 4, "draft_n_accepted": 1})
-    assert (mixed.tokens, mixed.accepted, mixed.kind, t2.exact) == (2, 1, "target", False)

@@ -1,5 +1,5 @@
 """The chat on a llama.cpp server (issue 16), end to end: the real app under
-Pilot, the real `llama-server` (tests/llamaserver.py) on the real
+Pilot, the real `llama-server` (tests/support/llamaserver.py) on the real
 smollm2-135m pair, the same colours, stats line, status bar, legend and
 history as a local pair, from the server's own counters."""
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from llamaserver import LlamaServer, plain_args, spec_args
+from tests.support.llamaserver import LlamaServer, plain_args, spec_args
 from specchat.config import Settings
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, StatusBar
 from tests.support.tui import DARK, make_app, rendered_by_colour, spans_text, wait_until

@@ -1,0 +1,308 @@
+"""The chat app under Pilot, on the real engine with the fake model: the
+keys and what they change (drafters, cancel, regenerate, edit), the history,
+the first run, pairs and settings. test_tui.py has the reply's colours and
+numbers, streaming and pacing.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from specchat.config import Settings
+from specchat.drafters import NAMES
+from specchat.tui.widgets import (
+    AssistantMessage,
+    PromptInput,
+    ReplyBody,
+    StatsLine,
+    StatusBar,
+    UserMessage,
+)
+from tests.support.tui import (
+    DARK,
+    FakeModels,
+    hexcolor,
+    make_app,
+    ready,
+    rendered_by_colour,
+    segments,
+    send,
+    start_reply,
+    wait_until,
+)
+
+
+pytestmark = pytest.mark.usefixtures("specchat_home")  # settings, themes and history under tmp_path
+
+
+# --- drafters, cancel, regenerate, edit ---------------------------------------------------------
+
+
+async def test_status_bar_shows_what_auto_picks_while_generating(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=2000), drafter="auto")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await start_reply(pilot)
+        await wait_until(pilot, lambda: app.auto_choice != "")
+        status = str(app.query_one(StatusBar).render())
+        assert re.search(r"drafter auto → (off|ngram k=\d+|draft k=\d+) · ", status), status
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.generating)
+        assert "→" not in str(app.query_one(StatusBar).render())
+
+
+async def test_cycle_drafter_mid_reply(tmp_path):
+    models = FakeModels(step_seconds=0.02, max_tokens=2000)
+    app = make_app(tmp_path, models=models, drafter="off", k=4)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start_reply(pilot)
+        await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
+        reply = app.query(AssistantMessage).last()
+        await pilot.press("ctrl+d")  # off -> ngram, from the next round
+        assert "drafter ngram" in str(app.query_one(StatusBar).render())
+        await wait_until(pilot, lambda: any(s["drafter"] == "ngram" for s in reply.spans))
+        await pilot.press("ctrl+d")  # ngram -> draft
+        await wait_until(pilot, lambda: any(s["drafter"] == "draft" for s in reply.spans))
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.generating)
+        assert reply.stats["drafters"] == ["off", "ngram", "draft"]
+        assert str(reply.query_one(StatsLine).render()).startswith("cancelled · off→ngram→draft · α ")
+        sources = [s["drafter"] for s in reply.spans if s["kind"] != "target"]
+        assert reply.spans[0]["kind"] == "target"  # off: the target's own tokens first
+        assert sources == sorted(sources, key=["ngram", "draft"].index)  # n-gram drafts, then the model's
+        assert app.session.drafter_name == "draft"
+
+
+async def test_cycle_order_and_skips_without_draft_model(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(draft=None), drafter="off")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        seen = []
+        for _ in range(3):
+            await pilot.press("ctrl+d")
+            seen.append(app.drafter)
+        # No draft model: draft and hybrid are skipped.
+        runnable = [n for n in NAMES if n not in ("draft", "hybrid")]
+        assert seen == (runnable[1:] + runnable)[:3]
+    app = make_app(tmp_path, drafter="off")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        seen = []
+        for _ in range(len(NAMES)):
+            await pilot.press("ctrl+d")
+            seen.append(app.drafter)
+        assert seen[:3] == ["ngram", "draft", "hybrid"]
+        assert seen == list(NAMES[1:]) + ["off"]  # auto, when the registry has it, comes last
+        # The draft model was never used, so switching to it says it loads on first use.
+        messages = [n.message for n in app._notifications]
+        assert "drafter: draft; the draft model loads on its first use" in messages
+
+
+async def test_escape_cancels_and_keeps_partial_reply(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.03, max_tokens=400), drafter="ngram")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start_reply(pilot)
+        await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.generating)
+        reply = app.query(AssistantMessage).last()
+        assert reply.finish == "cancelled"
+        assert reply.has_class("-cancelled")
+        assert str(reply.query_one(StatsLine).render()).startswith("cancelled · α ")
+        assert 0 < reply.stats["tokens"] < 400
+        assert reply.text and reply.text == app.session.messages[-1]["content"]
+        stored = app.conversation.history.load(app.conversation.id).messages
+        assert [m.role for m in stored] == ["user", "assistant"]
+        assert stored[1].finish == "cancelled" and stored[1].content == reply.text
+
+
+async def test_regenerate_replaces_the_last_reply(tmp_path):
+    app = make_app(tmp_path, drafter="ngram")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        first = await send(pilot, "hello")
+        text = first.text
+        await pilot.press("ctrl+r")
+        await wait_until(pilot, lambda: not app.generating and app.query(AssistantMessage).last() is not first)
+        await wait_until(pilot, lambda: not app.generating)
+        replies = app.query(AssistantMessage)
+        assert len(replies) == 1
+        assert replies.last().text == text  # greedy: the same reply again
+        assert [m["role"] for m in app.session.messages] == ["user", "assistant"]
+        assert [m.role for m in app.conversation.history.load(app.conversation.id).messages] == ["user", "assistant"]
+
+
+async def test_edit_last_resends(tmp_path):
+    app = make_app(tmp_path, drafter="ngram")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await pilot.press("ctrl+l")
+        prompt = app.query_one(PromptInput)
+        assert prompt.text == "hello"
+        await send(pilot, "goodbye")
+        users = [u.text for u in app.query(UserMessage)]
+        assert users == ["goodbye"]
+        assert len(app.query(AssistantMessage)) == 1
+        assert [m["content"] for m in app.session.messages][0] == "goodbye"
+        assert [m.content for m in app.conversation.history.load(app.conversation.id).messages][0] == "goodbye"
+
+
+async def test_new_chat_clears(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        first = app.conversation.id
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert not app.query(AssistantMessage) and app.session.messages == [] and app.conversation.id is None
+        await send(pilot, "again")
+        assert app.conversation.id != first
+        assert len(app.conversation.history.list()) == 2
+
+
+async def test_markdown_view_and_copy(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        await pilot.press("f5")
+        await pilot.pause()
+        assert reply.markdown_view and not reply.query_one(ReplyBody).display
+        await pilot.press("f5")
+        assert reply.query_one(ReplyBody).display
+        await pilot.press("f6")
+        assert app.clipboard == reply.text
+        reply.spans.append({"text": "\n```python\nprint(1)\n```\n", "kind": "target", "drafter": "target"})
+        await pilot.press("f7")
+        assert app.clipboard == "print(1)\n"
+
+
+# --- history ---------------------------------------------------------------------------------------
+
+
+async def test_history_reload_shows_same_colours_and_numbers(tmp_path):
+    app = make_app(tmp_path, drafter="draft", k=4)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        spans, line = [dict(s) for s in reply.spans], str(reply.query_one(StatsLine).render())
+        colours = rendered_by_colour(reply.query_one(ReplyBody))
+    app2 = make_app(tmp_path)  # a restart: same database
+    async with app2.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("f3")
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(app2.query(AssistantMessage)) == 1)
+        await pilot.pause()
+        again = app2.query_one(AssistantMessage)
+        assert again.spans == spans
+        assert str(again.query_one(StatsLine).render()) == line
+        assert rendered_by_colour(again.query_one(ReplyBody)) == colours
+        # The session continues the reopened conversation.
+        assert [m["role"] for m in app2.session.messages] == ["user", "assistant"]
+        await send(pilot, "more")
+        assert [m.role for m in app2.conversation.history.load(app2.conversation.id).messages] == ["user", "assistant"] * 2
+
+
+# --- first run, pairs, settings --------------------------------------------------------------------------
+
+
+async def test_first_run_offers_to_pull(tmp_path):
+    models = FakeModels(pulled=False)
+    app = make_app(tmp_path, models=models)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")
+        assert "not pulled" in str(app.query_one(StatusBar).render())
+        question = str(app.screen.query_one("#pull-question").render())
+        assert "'fake-pair'" in question and "2.0 GB" not in question  # size from pairs(): 2 MB
+        await pilot.click("#pull-yes")
+        await wait_until(pilot, lambda: app.session is not None)
+        assert models.pull_calls == 1
+        assert str(app.query_one(StatusBar).render()).startswith("fake-pair · drafter auto")
+
+
+async def test_first_run_not_now_leaves_a_clear_status(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(pulled=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")
+        await pilot.click("#pull-no")
+        await pilot.pause()
+        assert app.session is None
+        assert str(app.query_one(StatusBar).render()) == "no model: 'fake-pair' is not pulled (F4 picks or pulls a pair)"
+        app.query_one(PromptInput).text = "hi"
+        await pilot.press("enter")
+        assert not app.query(AssistantMessage)
+
+
+async def test_pair_picker_switches_and_keeps_the_conversation(tmp_path):
+    models = FakeModels()
+    app = make_app(tmp_path, models=models)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await pilot.press("f4")
+        await pilot.pause()
+        await pilot.press("down", "enter")
+        await wait_until(pilot, lambda: app.session.pair == "other-pair")
+        assert len(app.session.messages) == 2
+        assert str(app.query_one(StatusBar).render()).startswith("other-pair · ")
+
+
+async def test_keymap_remaps_a_binding(tmp_path):
+    app = make_app(tmp_path, settings=Settings(keymap={"cycle_drafter": "f9"}), drafter="off")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+d")
+        assert app.drafter == "off"
+        await pilot.press("f9")
+        assert app.drafter == "ngram"
+
+
+async def test_config_errors_are_shown(tmp_path):
+    app = make_app(tmp_path, config_errors=["settings.toml, line 3: k should be a whole number"])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        assert any("line 3" in n.message for n in app._notifications)
+
+
+async def test_theme_choice_persists(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
+    from specchat.config import load_settings
+
+    app = make_app(tmp_path, save_settings=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.theme = "specchat-colorblind"
+        await pilot.pause()
+    assert load_settings().theme == "specchat-colorblind"
+    assert load_settings().pair == "fake-pair"
+
+
+async def test_command_palette_lists_every_action(tmp_path):
+    from specchat.tui.app import ACTIONS, SpecchatCommands
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        titles = [t for t, _, _ in SpecchatCommands(app.screen)._commands()]
+        assert titles == [a.title for a in ACTIONS]
+        ids = {b.id for bindings in app._bindings.key_to_bindings.values() for b in bindings}
+        assert {a.id for a in ACTIONS} <= ids
+
+
+async def test_legend_shows_the_colours(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("f1")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "LegendScreen"
+        runs = [(t, hexcolor(s), bool(s.strike)) for w in app.screen.query("Static") for t, s in segments(w)]
+        assert ("accepted draft", DARK["accepted"], False) in runs
+        assert ("rejected draft", DARK["rejected"], True) in runs
+        await pilot.press("escape")
+        assert app.screen.__class__.__name__ != "LegendScreen"
