@@ -159,8 +159,8 @@ class Engine:
                 turn.finish = "context"
                 break
             self._take_switch(context)
-            forced = self.drafter.name != "off" and arm.wants_step(i)
-            r = self._round(context, max_tokens - len(turn.tokens), forced, arm.plain_run)
+            arm_step = self.drafter.name != "off" and arm.wants_step(i)
+            r = self._round(context, max_tokens - len(turn.tokens), arm_step, arm.plain_run)
             arm.record(r)
             r.forced_text = pieces.feed(r.accepted[: r.forced])
             r.accepted_text = pieces.feed(r.accepted[r.forced :])

@@ -89,10 +89,9 @@ class Model:
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = 999 if n_gpu_layers < 0 else n_gpu_layers
         global _load_log
-        _load_log = []
+        _load_log = load_log = []
         try:
             self.model = C.llama_model_load_from_file(str(self.path).encode(), mp)
-            load_log, _load_log = _load_log, None
         finally:
             _load_log = None
         if not self.model:
