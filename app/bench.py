@@ -24,15 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from specchat import scorecard
 from specchat.chat import ChatSession
 from specchat.drafters import default_k
 from specchat.errors import SpecchatError
-from specchat.schema import check_reply
-from specchat.sampling import SamplingParams
 from specchat.measure import (
     bare_greedy,
     bare_stats,
@@ -42,9 +45,12 @@ from specchat.measure import (
     peak_rss_mb,
     time_ngram_proposals,
 )
+from specchat.sampling import SamplingParams
+from specchat.schema import check_reply
 from specchat.scorecard import OFF, REFERENCE, CostCurve, Run
-from specchat.suites import SUITES, Prompt, Suite, load_suite
 from specchat.stats import TurnStats, first_difference, position_counts
+from specchat.suites import SUITES, Prompt, Suite, load_suite
+from specchat.textsafe import safe_text
 
 WIDE = 160  # output width when stdout is not a terminal
 
@@ -317,7 +323,7 @@ def show(report: dict, console: Console) -> None:
         f"max {report['settings']['max_tokens']} tokens, temp {report['settings']['temp']}"
     )
     console.print(scorecard.table(report["rows"], title=title))
-    console.print(Text(scorecard.devices_line(m.get("devices") or {}), style="dim"))
+    console.print(Text(safe_text(scorecard.devices_line(m.get("devices") or {})), style="dim"))
     console.print(
         "tok/s: decode only, prefill excluded · off: the off runs decoded in the same prompt cycles as that row · "
         "same: output identical to off · draft/verify/plain/other: shares of decode time · "
