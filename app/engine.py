@@ -82,8 +82,12 @@ class Engine:
         costs: CostModel | None = None,
         constraint: Constraint | None = None,
         settle_steps: int = SETTLE_STEPS,
+        llama_clock: Callable[[], float] | None = None,
     ) -> None:
         self.target = target
+        # Seconds spent inside llama.cpp's decode so far, target and draft
+        # (its own timer): what a turn's decode time leaves is specchat's own.
+        self.llama_clock = llama_clock
         self.settle_steps = settle_steps  # plain steps in a row before one is a baseline sample
         # The grammar the reply must match, if any: it masks the target's choice
         # at every verified position and follows the committed tokens.
@@ -150,6 +154,7 @@ class Engine:
         pieces = _PieceDecoder(self.target)
         arm = _Arm(self.baseline_every)
         i = 0
+        llama_start = self.llama_clock() if self.llama_clock else None
         t_start = time.perf_counter()
         while len(turn.tokens) < max_tokens:
             if cancel is not None and cancel.is_set():
@@ -181,7 +186,8 @@ class Engine:
         else:
             turn.finish = "length"
         t_decode = time.perf_counter() - t_start
-        turn.stats = summarize(turn.rounds, t_decode, n_prefill, t_prefill)
+        t_llama = None if llama_start is None else self.llama_clock() - llama_start
+        turn.stats = summarize(turn.rounds, t_decode, n_prefill, t_prefill, t_llama)
         return turn
 
     def _round(self, context: list[int], room: int, arm: bool, plain_run: int) -> Round:

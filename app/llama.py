@@ -108,6 +108,7 @@ class Model:
         cp.n_batch = cp.n_ubatch = n_batch
         threads = n_threads or physical_cores()
         cp.n_threads = cp.n_threads_batch = threads
+        cp.no_perf = False  # keep llama.cpp's own decode timer (decode_seconds)
         self.ctx = C.llama_init_from_model(self.model, cp)
         if not self.ctx:
             C.llama_model_free(self.model)
@@ -166,6 +167,14 @@ class Model:
 
     def argmax(self, j: int) -> int:
         return int(np.argmax(self.logits(j)))
+
+    def decode_seconds(self) -> float:
+        """Seconds spent inside llama_decode so far, by llama.cpp's own timer
+        (from the call until the results are ready, on a GPU too). It books a
+        decode when llama.cpp next synchronizes, so synchronize first."""
+        C.llama_synchronize(self.ctx)
+        d = C.llama_perf_context(self.ctx)
+        return (d.t_eval_ms + d.t_p_eval_ms) / 1e3
 
     def truncate(self, n: int) -> None:
         """Roll the cache back to its first n tokens."""

@@ -65,6 +65,7 @@ class TurnStats:
     t_plain: float = 0.0
     t_other: float = 0.0  # everything else in the decode wall time (Python, bookkeeping)
     t_decode: float = 0.0  # decode wall time
+    t_llama: float | None = None  # of t_decode, inside llama.cpp's decode (its own timer; None for other models)
     plain_steps: int = 0
     identical: bool | None = None
     first_divergence: int | None = None
@@ -78,6 +79,7 @@ def summarize(
     t_decode: float,
     prefill_tokens: int = 0,
     t_prefill: float = 0.0,
+    t_llama: float | None = None,
 ) -> TurnStats:
     """Sum a turn's rounds. t_decode is the decode wall time, measured by the caller.
 
@@ -105,6 +107,7 @@ def summarize(
     s.t_verify = sum(r.t_verify for r in verify)
     s.t_plain = sum(r.t_verify for r in plain)
     s.t_decode = t_decode
+    s.t_llama = t_llama
     s.t_other = max(0.0, t_decode - s.t_draft - s.t_verify - s.t_plain)
     s.plain_steps = len(plain)
     s.tok_s = s.tokens / t_decode if t_decode > 0 else 0.0

@@ -99,3 +99,13 @@ def test_baseline_samples_settle_only_where_the_model_runs_on_a_gpu():
     assert settle_steps(placement(CUDA_LOG, 29)) == SETTLE_STEPS == 2  # CUDA graphs re-capture after a batch
     assert settle_steps({"backend": "CPU", "device": "x", "gpu_layers": 0, "layers": 31}) == 0
     assert settle_steps(None) == 0
+
+
+def test_the_stats_panel_says_how_much_of_the_decode_time_was_llama_cpps():
+    from specchat.tui.widgets import panel_text
+
+    timed = {"t_decode": 2.0, "t_llama": 1.9, "t_verify": 1.95, "tokens": 10}
+    assert "inside llama.cpp 95.0% · specchat 5.0%" in panel_text([timed]).plain
+    untimed = {"t_decode": 2.0, "t_llama": None, "t_verify": 1.95, "tokens": 10}  # a server's or a fake model's reply
+    assert "inside llama.cpp 95.0%" in panel_text([timed, untimed]).plain
+    assert "inside llama.cpp" not in panel_text([untimed]).plain

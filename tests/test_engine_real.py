@@ -105,3 +105,13 @@ def test_cancel_mid_turn_leaves_a_consistent_context(session):
     assert s.messages[-1] == {"role": "assistant", "content": turn.text}
     follow = s.reply("Thanks.")
     assert follow.tokens and follow.stats.prefill_tokens < len(follow.prompt) // 2
+
+
+def test_llama_cpps_own_timer_splits_the_decode_time(session):
+    """t_llama: seconds inside llama.cpp's decode by its own timer, the draft model's included."""
+    off = fresh(session, "off").reply(CODE_PROMPT).stats
+    assert 0 < off.t_llama < off.t_decode
+    assert off.t_llama > 0.7 * off.t_plain  # a plain step is mostly llama.cpp's work
+    draft = fresh(session, "draft", k=4).reply(CODE_PROMPT).stats
+    # Drafting is mostly the draft model's decodes: without its timer this would be about a fifth.
+    assert 0.7 * (draft.t_draft + draft.t_verify + draft.t_plain) < draft.t_llama < draft.t_decode
