@@ -45,14 +45,16 @@ def sh(cmd: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
 # --- llama.cpp's own tools ----------------------------------------------------------------------------
 
 
-def llama_bench(model: Path, n: int) -> float | None:
-    """llama-bench tg<n> tok/s, or None without the tool."""
+def llama_bench(model: Path, n: int, depth: int) -> dict | None:
+    """llama-bench tg<n> tok/s on an empty context and after `depth` tokens
+    (a reply's real context: its prompt), or None without the tool."""
     if not shutil.which("llama-bench"):
         return None
-    r = sh(["llama-bench", "-m", str(model), "-p", "0", "-n", str(n), "-ngl", "99", "-o", "json"])
+    r = sh(["llama-bench", "-m", str(model), "-p", "0", "-n", str(n), "-d", f"0,{depth}", "-ngl", "99", "-o", "json"])
     try:
-        return float(json.loads(r.stdout)[0]["avg_ts"])
-    except (ValueError, LookupError):
+        return {"depth": depth, **{("tg" if t["n_depth"] == 0 else "tg_at_depth"): float(t["avg_ts"])
+                                   for t in json.loads(r.stdout)}}
+    except (ValueError, LookupError, TypeError):
         return None
 
 
@@ -89,10 +91,12 @@ def specchat_run(target: Path, draft: Path, drafter: str, k: int, max_tokens: in
         "speedup": s["speedup"],
         "alpha": s["alpha"],
         "other_share": s["t_other"] / s["t_decode"] if s["t_decode"] else None,
+        "own_share": 1 - s["t_llama"] / s["t_decode"] if s["t_decode"] and s.get("t_llama") is not None else None,
         "draft_ms_per_token": s["t_draft"] / s["drafted"] * 1e3 if s["drafted"] else None,
         "steady_step_ms": 1e3 / s["baseline_tok_s"] if s["baseline_tok_s"] else None,
         "auto_choices": out["auto_choices"],
         "devices": out["devices"],
+        "stats": s,  # everything run --json reported, for what the table does not show
     }
 
 
@@ -112,8 +116,9 @@ def model_facts(path: Path, steps: int) -> dict:
         t = m.argmax(0)
     step = (time.perf_counter() - t0) / steps
     device = m.device
+    prompt_tokens = len(m.tokenize(m.apply_template([{"role": "user", "content": PROMPT}])))  # as `run` sends it
     m.close()
-    return {"load_s": load, "loop_step_ms": step * 1e3, "loop_tok_s": 1 / step, "device": device,
+    return {"load_s": load, "prompt_tokens": prompt_tokens, "loop_step_ms": step * 1e3, "loop_tok_s": 1 / step, "device": device,
             "positions": curve.positions, "seconds": curve.seconds, "curve_1_ms": curve.seconds[0] * 1e3}
 
 
@@ -148,9 +153,11 @@ def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
     out.append(("loading, numpy imported first", f"specchat run rc {runs['off target']['rc']}",
                 f"bare llama_cpp rc {crash['rc']} ({crash['out'] or 'crashed'})", "", "specchat rc 0"))
     for name in ("target", "big"):
-        off, bench = runs[f"off {name}"].get("tok_s"), tools[f"bench {name}"]
-        r = ratio(off, bench)
-        out.append((f"`--drafter off`, {name}", fmt(off), f"llama-bench tg: {fmt(bench)}", fmt(r, ".2f"),
+        off, bench = runs[f"off {name}"].get("tok_s"), tools[f"bench {name}"] or {}
+        r = ratio(off, bench.get("tg_at_depth"))
+        out.append((f"`--drafter off`, {name}", fmt(off),
+                    f"llama-bench tg: {fmt(bench.get('tg_at_depth'))} after the prompt's {bench.get('depth')} tokens"
+                    f" ({fmt(bench.get('tg'))} on an empty context)", fmt(r, ".2f"),
                     f"≥ 0.97: {verdict(r, lambda v: v >= 0.97)}"))
     for key, off_key in (("draft4 target", "off target"), ("ngram16 target", "off target"),
                          ("auto16 target", "off target"), ("ngram16 big", "off big"), ("auto16 big", "off big"),
@@ -168,6 +175,11 @@ def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
         r = ratio(runs[key].get("tok_s"), lookup)
         out.append((f"{key} (its output repeats)", f"{fmt(runs[key].get('tok_s'))}, α {fmt(runs[key].get('alpha'), '.2f')}",
                     f"llama-lookup k16: {fmt(lookup)}", fmt(r, ".2f"), f"≥ 0.9: {verdict(r, lambda v: v >= 0.9)}"))
+    for name in ("target", "big"):
+        ours, ref = runs[f"draft4 {name}"], tools.get(f"speculative {name}+draft k4") or {}
+        out.append((f"draft k4, {name} + draft", f"{fmt(ours.get('tok_s'))}, α {fmt(ours.get('alpha'), '.2f')}",
+                    f"llama-speculative-simple k4: {fmt(ref.get('tok_s'))}, {fmt(ref.get('accept'))}% accepted",
+                    fmt(ratio(ours.get("tok_s"), ref.get("tok_s")), ".2f"), "reference"))
     for key in ("draft4 target", "auto16 target", "ngram16 big"):
         off_tok = runs["off big" if key.endswith("big") else "off target"].get("tok_s")
         steady, off_step = runs[key].get("steady_step_ms"), 1e3 / off_tok if off_tok else None
@@ -187,6 +199,10 @@ def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
         share = run.get("other_share")
         out.append((f"t_other share, {key}", fmt(share and share * 100, ".2f") + "%", "", "",
                     f"< 3%: {verdict(share, lambda v: v < 0.03)}"))
+    for key, run in runs.items():
+        own = run.get("own_share")
+        out.append((f"outside llama.cpp's decode, {key}", fmt(own and own * 100, ".2f") + "%",
+                    "llama.cpp's own timer", "", "specchat's whole cost per token"))
     return out
 
 
@@ -207,13 +223,14 @@ def main() -> int:
     for name, path in (("target", T), ("draft", D), ("big", B)):
         res["models"][name] = model_facts(path, args.loop_steps)
         print(name, {k: v for k, v in res["models"][name].items() if k not in ("positions", "seconds")}, flush=True)
-    res["tools"] = {f"bench {n}": llama_bench(p, 128) for n, p in (("target", T), ("draft", D), ("big", B))}
+    depth = res["models"]["target"]["prompt_tokens"]
+    res["tools"] = {f"bench {n}": llama_bench(p, 128, depth) for n, p in (("target", T), ("draft", D), ("big", B))}
     n = str(args.max_tokens)
     res["tools"]["lookup big"] = llama_tool("llama-lookup", ["-m", str(B), "-p", PROMPT, "-n", n, "--spec-draft-n-max", "16"])
-    res["tools"]["speculative target+draft k4"] = llama_tool(
-        "llama-speculative-simple", ["-m", str(T), "-md", str(D), "-p", PROMPT, "-n", n, "--spec-draft-n-max", "4"])
-    res["tools"]["speculative big+draft k4"] = llama_tool(
-        "llama-speculative-simple", ["-m", str(B), "-md", str(D), "-p", PROMPT, "-n", n, "--spec-draft-n-max", "4"])
+    for name, target in (("target", T), ("big", B)):  # without --spec-type it refuses to start
+        res["tools"][f"speculative {name}+draft k4"] = llama_tool("llama-speculative-simple", [
+            "-m", str(target), "-md", str(D), "-p", PROMPT, "-n", n, "--spec-type", "draft-simple",
+            "--spec-draft-n-max", "4"])
     print("tools:", res["tools"], flush=True)
     plan = {"off target": (T, "off", 1), "draft4 target": (T, "draft", 4), "ngram16 target": (T, "ngram", 16),
             "auto16 target": (T, "auto", 16), "off big": (B, "off", 1), "ngram16 big": (B, "ngram", 16),
