@@ -125,14 +125,14 @@ class ChatSession(Dialogue):
         self.engine = Engine(
             target, self.drafters.get(drafter), k=k, sampling=sampling, baseline_every=baseline_every, costs=self.costs,
             constraint=self.constraint, settle_steps=settle_steps(self.devices["target"]),
-            llama_clock=self._llama_seconds if hasattr(target, "decode_seconds") else None,
+            llama_clock=self._llama_seconds if hasattr(target, "llama_seconds") else None,
         )
 
     def _llama_seconds(self) -> float:
-        """Seconds inside llama.cpp's decode so far: the target's and, once loaded, the draft model's."""
-        seconds = self.target.decode_seconds()
+        """Seconds inside llama.cpp so far: the target's and, once loaded, the draft model's."""
+        seconds = self.target.llama_seconds
         if self.draft_model_loaded:
-            seconds += self.drafters.get("draft").model.decode_seconds()
+            seconds += self.drafters.get("draft").model.llama_seconds
         return seconds
 
     # --- knobs, safe from any thread -----------------------------------------

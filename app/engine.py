@@ -85,8 +85,8 @@ class Engine:
         llama_clock: Callable[[], float] | None = None,
     ) -> None:
         self.target = target
-        # Seconds spent inside llama.cpp's decode so far, target and draft
-        # (its own timer): what a turn's decode time leaves is specchat's own.
+        # Seconds spent inside llama.cpp so far, target and draft model: what
+        # a turn's decode time leaves is specchat's own.
         self.llama_clock = llama_clock
         self.settle_steps = settle_steps  # plain steps in a row before one is a baseline sample
         # The grammar the reply must match, if any: it masks the target's choice

@@ -13,6 +13,7 @@ import ctypes
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -108,7 +109,6 @@ class Model:
         cp.n_batch = cp.n_ubatch = n_batch
         threads = n_threads or physical_cores()
         cp.n_threads = cp.n_threads_batch = threads
-        cp.no_perf = False  # keep llama.cpp's own decode timer (decode_seconds)
         self.ctx = C.llama_init_from_model(self.model, cp)
         if not self.ctx:
             C.llama_model_free(self.model)
@@ -121,6 +121,11 @@ class Model:
         self.mem = C.llama_get_memory(self.ctx)
         self.batch = C.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []  # what the KV cache holds, in order
+        # Seconds inside llama.cpp's decode, logits and rollback calls: what a
+        # turn's decode time leaves is specchat's own. (llama.cpp's own perf
+        # timer loses a batch's compute when the decode syncs early, as it
+        # can after a rollback, so these calls are timed here.)
+        self.llama_seconds = 0.0
         self._out: list[int] = []  # batch indices of the logits rows from the last eval
         self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
@@ -151,7 +156,9 @@ class Model:
                 b.n_seq_id[i] = 1
                 b.seq_id[i][0] = 0
                 b.logits[i] = start + i >= first_logit
+            t0 = time.perf_counter()
             rc = C.llama_decode(self.ctx, b)
+            self.llama_seconds += time.perf_counter() - t0
             if rc != 0:
                 raise SpecchatError(f"llama_decode failed ({rc})", hint="the context may be full; try --ctx")
             self.tokens.extend(chunk)
@@ -162,25 +169,22 @@ class Model:
 
     def logits(self, j: int) -> np.ndarray:
         """Row j of the logits from the last eval, as a view (no copy)."""
-        ptr = C.llama_get_logits_ith(self.ctx, self._out[j])
+        t0 = time.perf_counter()
+        ptr = C.llama_get_logits_ith(self.ctx, self._out[j])  # a GPU's decode finishes here
+        self.llama_seconds += time.perf_counter() - t0
         return np.frombuffer(self._row.from_address(ctypes.addressof(ptr.contents)), dtype=np.float32)
 
     def argmax(self, j: int) -> int:
         return int(np.argmax(self.logits(j)))
 
-    def decode_seconds(self) -> float:
-        """Seconds spent inside llama_decode so far, by llama.cpp's own timer
-        (from the call until the results are ready, on a GPU too). It books a
-        decode when llama.cpp next synchronizes, so synchronize first."""
-        C.llama_synchronize(self.ctx)
-        d = C.llama_perf_context(self.ctx)
-        return (d.t_eval_ms + d.t_p_eval_ms) / 1e3
-
     def truncate(self, n: int) -> None:
         """Roll the cache back to its first n tokens."""
         if n >= len(self.tokens):
             return
-        if not C.llama_memory_seq_rm(self.mem, 0, n, -1):
+        t0 = time.perf_counter()
+        removed = C.llama_memory_seq_rm(self.mem, 0, n, -1)
+        self.llama_seconds += time.perf_counter() - t0
+        if not removed:
             raise SpecchatError(
                 f"{self.path.name} cannot roll back its cache (a recurrent model?)",
                 hint="speculative decoding needs a transformer KV cache",

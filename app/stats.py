@@ -65,7 +65,7 @@ class TurnStats:
     t_plain: float = 0.0
     t_other: float = 0.0  # everything else in the decode wall time (Python, bookkeeping)
     t_decode: float = 0.0  # decode wall time
-    t_llama: float | None = None  # of t_decode, inside llama.cpp's decode (its own timer; None for other models)
+    t_llama: float | None = None  # of t_decode, inside llama.cpp's calls, target and draft (None for other models)
     plain_steps: int = 0
     identical: bool | None = None
     first_divergence: int | None = None

@@ -108,7 +108,7 @@ def test_cancel_mid_turn_leaves_a_consistent_context(session):
 
 
 def test_llama_cpps_own_timer_splits_the_decode_time(session):
-    """t_llama: seconds inside llama.cpp's decode by its own timer, the draft model's included."""
+    """t_llama: seconds inside llama.cpp's calls during the decode, the draft model's included."""
     off = fresh(session, "off").reply(CODE_PROMPT).stats
     assert 0 < off.t_llama < off.t_decode
     assert off.t_llama > 0.7 * off.t_plain  # a plain step is mostly llama.cpp's work

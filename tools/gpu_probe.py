@@ -201,8 +201,8 @@ def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
                     f"< 3%: {verdict(share, lambda v: v < 0.03)}"))
     for key, run in runs.items():
         own = run.get("own_share")
-        out.append((f"outside llama.cpp's decode, {key}", fmt(own and own * 100, ".2f") + "%",
-                    "llama.cpp's own timer", "", "specchat's whole cost per token"))
+        out.append((f"outside llama.cpp, {key}", fmt(own and own * 100, ".2f") + "%",
+                    "timed around each call into llama.cpp", "", "specchat's whole cost per token"))
     return out
 
 

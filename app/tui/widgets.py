@@ -324,7 +324,7 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
         share = secs / total
         lines.append(Content.assemble(f"{name:>7} ", (bar(share), colours[name]), f" {share * 100:3.0f}% {secs:.2f}s"))
     timed = [t for t in turns if t.get("t_llama") is not None and t.get("t_decode")]
-    if timed:  # llama.cpp's own timer: what is left is specchat's (Python, drafting, bookkeeping)
+    if timed:  # time inside llama.cpp; what is left is specchat's (Python, drafting, bookkeeping)
         inside = sum(t["t_llama"] for t in timed) / sum(t["t_decode"] for t in timed)
         lines.append(Content(f"inside llama.cpp {inside * 100:.1f}% · specchat {(1 - inside) * 100:.1f}%"))
     return Content("\n").join(lines)
