@@ -185,6 +185,12 @@ class Engine:
                 break
         else:
             turn.finish = "length"
+        if turn.rounds:  # the reply's last bytes, if they were held back
+            last = turn.rounds[-1]
+            if last.target is None:
+                last.accepted_text += pieces.flush()
+            else:
+                last.target_text += pieces.flush()
         t_decode = time.perf_counter() - t_start
         t_llama = None if llama_start is None else self.llama_clock() - llama_start
         turn.stats = summarize(turn.rounds, t_decode, n_prefill, t_prefill, t_llama)
@@ -305,7 +311,9 @@ def prefill(model, prompt: Sequence[int]) -> int:
 
 
 class _PieceDecoder:
-    """Turns committed tokens into text, holding back split UTF-8 sequences."""
+    """Turns committed tokens into text, holding back split UTF-8 sequences
+    and a carriage return at the end: a Windows line end split over two
+    pieces stays one line end, never a lone "\r" (shown as ␍)."""
 
     def __init__(self, model) -> None:
         self.model = model
@@ -316,8 +324,16 @@ class _PieceDecoder:
             return ""
         data = self.pending + b"".join(self.model.piece(t) for t in tokens)
         cut = _complete_utf8(data)
+        if data[:cut].endswith(b"\r"):
+            cut -= 1
         self.pending = data[cut:]
         return data[:cut].decode("utf-8", errors="replace")
+
+    def flush(self) -> str:
+        """A carriage return still held back at the end of the reply (the
+        bytes of a character cut short stay out, as before)."""
+        data, self.pending = self.pending, b""
+        return data[: _complete_utf8(data)].decode("utf-8", errors="replace")
 
 
 def _complete_utf8(data: bytes) -> int:

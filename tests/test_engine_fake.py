@@ -260,3 +260,20 @@ def test_speculative_sampling_matches_target_distribution(top_k, drafter):
     support = expected > 0
     assert counts[~support].sum() == 0, "sampled a token outside the top-k support"
     assert chisquare(counts[support], expected[support]).pvalue > 0.001
+
+
+class CrlfModel(LoopingModel):
+    """"line\r\n" over and over, the "\r" and the "\n" in tokens of their own."""
+
+    def piece(self, t: int) -> bytes:
+        return {3: b"line\r", 4: b"\n"}.get(t, super().piece(t))
+
+
+def test_a_windows_line_end_split_over_two_rounds_stays_one_line_end():
+    from specchat.textsafe import safe_text
+
+    turn = Engine(CrlfModel(2), Drafter(), k=4).generate([1, 2], 7)  # plain steps: a round per token
+    assert turn.text == "line\r\n" * 3 + "line\r"
+    pieces = [r.accepted_text + r.target_text for r in turn.rounds]
+    assert pieces[:2] == ["line", "\r\n"]  # the "\r" waited for its "\n"
+    assert "".join(safe_text(p) for p in pieces) == "line\n" * 3 + "line␍"  # a lone one at the end shows
