@@ -114,8 +114,10 @@ def summarize(
     t_strategy = sum(r.t_draft + r.t_verify for r in strategy)
     s.spec_tok_s = _tokens(strategy) / t_strategy if t_strategy > 0 else 0.0
     t_steady = sum(r.t_verify for r in steady)
-    if _tokens(steady) and t_steady > 0:
-        s.baseline_tok_s = _tokens(steady) / t_steady
+    if steady and t_steady > 0:
+        # A plain step per steady round, the one that decodes the end-of-generation
+        # token too: it costs a step and shows no token.
+        s.baseline_tok_s = len(steady) / t_steady
         # With every step plain (drafter off), the turn is its own baseline.
         ours = s.spec_tok_s if strategy else s.baseline_tok_s
         s.speedup = ours / s.baseline_tok_s

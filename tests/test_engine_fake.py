@@ -277,3 +277,13 @@ def test_a_windows_line_end_split_over_two_rounds_stays_one_line_end():
     pieces = [r.accepted_text + r.target_text for r in turn.rounds]
     assert pieces[:2] == ["line", "\r\n"]  # the "\r" waited for its "\n"
     assert "".join(safe_text(p) for p in pieces) == "line\n" * 3 + "line␍"  # a lone one at the end shows
+
+
+def test_the_plain_step_that_decodes_the_end_token_counts_in_the_baseline():
+    """It costs a step and shows no token: counting tokens, one such sample in six put the
+    shown baseline 17% under plain decoding (seen on the CPU in every draft-model turn)."""
+    from specchat.stats import Round, summarize
+
+    step = dict(accepted=[], rejected=[], drafter="off", plain=True, arm=True, steady=True, t_verify=0.05)
+    rounds = [Round(target=5, **step) for _ in range(4)] + [Round(target=None, eos=True, **step)]
+    assert summarize(rounds, t_decode=0.25).baseline_tok_s == pytest.approx(20.0)  # 5 steps in 0.25 s
