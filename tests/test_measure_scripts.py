@@ -78,6 +78,10 @@ def test_gpu_probe_runs_end_to_end_on_the_cpu(tiny_pair, tmp_path):
     table = [line for line in out.stdout.splitlines() if line.startswith("| ")]
     assert table[0] == "| what | specchat | reference | ratio | bar |"
     assert any(line.startswith("| loading, numpy imported first | specchat run rc 0 |") for line in table)
+    assert any(line.startswith("| outside llama.cpp, off target | ") for line in table)
+    again = subprocess.run([sys.executable, str(HERE.parent / "tools" / "gpu_probe.py"), str(models), str(tmp_path / "out"),
+                            "--table"], capture_output=True, text=True, timeout=60)
+    assert [line for line in again.stdout.splitlines() if line.startswith("| ")] == table  # from probe.json alone
     assert any(line.startswith("| `--drafter off`, target |") and "llama-bench tg: n/a" in line for line in table)
     assert sum(line.startswith("| shown baseline, ") for line in table) == 6
     report = json.loads((tmp_path / "out" / "probe.json").read_text())

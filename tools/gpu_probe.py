@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
@@ -147,13 +148,15 @@ def verdict(value, ok) -> str:
 
 def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
     """(what, specchat, reference, ratio, bar) per figure of the issue."""
-    m, runs, tools = res["models"], res["runs"], res["tools"]
+    # A run cut short leaves a partial probe.json: what is missing prints n/a.
+    m, tools = res.get("models", {}), res.get("tools", {})
+    runs = defaultdict(dict, res.get("runs", {}))
     out = []
-    crash = res["numpy_first"]
-    out.append(("loading, numpy imported first", f"specchat run rc {runs['off target']['rc']}",
-                f"bare llama_cpp rc {crash['rc']} ({crash['out'] or 'crashed'})", "", "specchat rc 0"))
+    crash = res.get("numpy_first", {})
+    out.append(("loading, numpy imported first", f"specchat run rc {runs['off target'].get('rc')}",
+                f"bare llama_cpp rc {crash.get('rc')} ({crash.get('out') or 'crashed'})", "", "specchat rc 0"))
     for name in ("target", "big"):
-        off, bench = runs[f"off {name}"].get("tok_s"), tools[f"bench {name}"] or {}
+        off, bench = runs[f"off {name}"].get("tok_s"), tools.get(f"bench {name}") or {}
         r = ratio(off, bench.get("tg_at_depth"))
         out.append((f"`--drafter off`, {name}", fmt(off),
                     f"llama-bench tg: {fmt(bench.get('tg_at_depth'))} after the prompt's {bench.get('depth')} tokens"
@@ -186,14 +189,17 @@ def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
         out.append((f"a steady plain step inside {key} (ms)", fmt(steady, ".2f"), f"a step of the off run: {fmt(off_step, '.2f')}",
                     fmt(ratio(steady, off_step), ".2f"), "what the baseline samples"))
     for key in ("draft4 target", "draft4 big"):
-        per, loop = runs[key].get("draft_ms_per_token"), m["draft"]["loop_step_ms"]
+        per, loop = runs[key].get("draft_ms_per_token"), m.get("draft", {}).get("loop_step_ms")
         r = ratio(per, loop)
-        out.append((f"drafting per drafted token, {key} (ms, catch-up included)", fmt(per, ".2f"),
+        # A fully accepted round feeds k + 1 tokens for k drafts (the last draft and the target's own).
+        out.append((f"drafting per drafted token, {key} (ms, catch-up included)",
+                    f"{fmt(per, '.2f')} at α {fmt(runs[key].get('alpha'), '.2f')}",
                     f"bare loop of the draft model: {fmt(loop, '.2f')}", fmt(r, ".2f"), f"≤ 1.1: {verdict(r, lambda v: v <= 1.1)}"))
     for name in ("target", "draft", "big"):
-        r = ratio(m[name]["curve_1_ms"], m[name]["loop_step_ms"])
-        out.append((f"cost curve, 1 position, {name} (ms)", fmt(m[name]["curve_1_ms"], ".2f"),
-                    f"bare decode step: {fmt(m[name]['loop_step_ms'], '.2f')}", fmt(r, ".2f"),
+        curve_1, loop = m.get(name, {}).get("curve_1_ms"), m.get(name, {}).get("loop_step_ms")
+        r = ratio(curve_1, loop)
+        out.append((f"cost curve, 1 position, {name} (ms)", fmt(curve_1, ".2f"), f"bare decode step: {fmt(loop, '.2f')}",
+                    fmt(r, ".2f"),
                     f"within 10%: {verdict(r, lambda v: abs(v - 1) <= 0.10)}"))
     for key, run in runs.items():
         share = run.get("other_share")
@@ -206,23 +212,40 @@ def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
     return out
 
 
+def print_table(res: dict) -> None:
+    print(f"\n{res['date']} · {res['max_tokens']} tokens, greedy, the first code-edit prompt · {res['system_info'][:80]}\n")
+    print("| what | specchat | reference | ratio | bar |")
+    print("|---|---|---|---|---|")
+    for row in rows(res):
+        print("| " + " | ".join(row) + " |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", help="folder with target.gguf, draft.gguf, big.gguf")
-    ap.add_argument("out", help="folder for probe.json")
+    ap.add_argument("out", help="folder for probe.json (written after every step, so a run cut short keeps its figures)")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--loop-steps", type=int, default=128)
+    ap.add_argument("--table", action="store_true", help="only print the table of OUT/probe.json, from an earlier run")
     args = ap.parse_args()
     d, out = Path(args.models), Path(args.out)
+    if args.table:
+        print_table(json.loads((out / "probe.json").read_text()))
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     T, D, B = d / "target.gguf", d / "draft.gguf", d / "big.gguf"
     res: dict = {"date": time.strftime("%Y-%m-%d"), "system_info": llama.system_info(), "max_tokens": args.max_tokens}
+
+    def save(step: str, value) -> None:
+        print(step, value, flush=True)
+        (out / "probe.json").write_text(json.dumps(res, indent=1))
+
     res["numpy_first"] = numpy_first_loads(T)
-    print("numpy first, bare llama_cpp:", res["numpy_first"], flush=True)
+    save("numpy first, bare llama_cpp:", res["numpy_first"])
     res["models"] = {}
     for name, path in (("target", T), ("draft", D), ("big", B)):
         res["models"][name] = model_facts(path, args.loop_steps)
-        print(name, {k: v for k, v in res["models"][name].items() if k not in ("positions", "seconds")}, flush=True)
+        save(name, {k: v for k, v in res["models"][name].items() if k not in ("positions", "seconds")})
     depth = res["models"]["target"]["prompt_tokens"]
     res["tools"] = {f"bench {n}": llama_bench(p, 128, depth) for n, p in (("target", T), ("draft", D), ("big", B))}
     n = str(args.max_tokens)
@@ -231,21 +254,15 @@ def main() -> int:
         res["tools"][f"speculative {name}+draft k4"] = llama_tool("llama-speculative-simple", [
             "-m", str(target), "-md", str(D), "-p", PROMPT, "-n", n, "--spec-type", "draft-simple",
             "--spec-draft-n-max", "4"])
-    print("tools:", res["tools"], flush=True)
+    save("tools:", res["tools"])
     plan = {"off target": (T, "off", 1), "draft4 target": (T, "draft", 4), "ngram16 target": (T, "ngram", 16),
             "auto16 target": (T, "auto", 16), "off big": (B, "off", 1), "ngram16 big": (B, "ngram", 16),
             "auto16 big": (B, "auto", 16), "draft4 big": (B, "draft", 4)}
     res["runs"] = {}
     for key, (target, drafter, k) in plan.items():
         res["runs"][key] = specchat_run(target, D, drafter, k, args.max_tokens)
-        print(key, res["runs"][key], flush=True)
-        (out / "probe.json").write_text(json.dumps(res, indent=1))
-    print(f"\n{res['date']} · {args.max_tokens} tokens, greedy, the first code-edit prompt · {res['system_info'][:80]}\n")
-    print("| what | specchat | reference | ratio | bar |")
-    print("|---|---|---|---|---|")
-    for row in rows(res):
-        print("| " + " | ".join(row) + " |")
-    (out / "probe.json").write_text(json.dumps(res, indent=1))
+        save(key, {k: v for k, v in res["runs"][key].items() if k != "stats"})
+    print_table(res)
     return 0
 
 
