@@ -33,6 +33,18 @@ def test_tui_overhead_on_the_fake_model():
     assert re.search(r"decode speed \d+\.\d% of no-UI", out), out
 
 
+def test_engine_overhead_prints_each_drafters_own_cost_at_the_h200s_costs():
+    out = script("engine_overhead", "--tokens", "48", "--repeat", "1")
+    assert "a target step 2.19 ms, a draft step 1.42 ms" in out  # the bare loops of docs/h200-curves
+    rows = {m.group(1): m.groups()[1:] for m in re.finditer(
+        r"^ +(\w+) +(\d+\.\d) +(\d+\.\d\d) +(\d+) +(\d+\.\d) +(\d+) +(\d+\.\d\d)%$", out, re.M)}
+    assert set(rows) == {"off", "ngram", "draft", "auto"}, out
+    assert rows["off"][1:4] == ("0.00", "48", "1.0")  # a round per token, one row read in each
+    assert float(rows["ngram"][1]) > 2 and float(rows["draft"][1]) > 1  # the stand-in reply copies its prompt
+    # Decoding 48 tokens at 2.19 ms a step caps off near 457 tok/s; specchat's own time only lowers it.
+    assert 300 < float(rows["off"][0]) < 460
+
+
 @pytest.mark.real
 def test_thread_vs_main_takes_turns_on_the_tiny_pair(tiny_pair):
     out = script("thread_vs_main", "--pair", "smollm2-135m", "--arms", "thread", "app", "--procs", "1",
