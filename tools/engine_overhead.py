@@ -67,7 +67,6 @@ class StandIn:
         self.rows = np.random.default_rng(0).normal(size=(ROWS, N_VOCAB)).astype(np.float32)
         self.winner = [0] * ROWS  # the column each row currently makes the argmax
         self._first = 0  # position of the first logits row of the last eval
-        self.device = {"backend": "stand-in", "device": "H200 costs", "gpu_layers": 29, "layers": 29}
 
     def eval(self, tokens, n_logits: int = 1) -> None:
         t0 = time.perf_counter()
