@@ -43,6 +43,8 @@ def test_engine_overhead_prints_each_drafters_own_cost_at_the_h200s_costs():
     assert float(rows["ngram"][1]) > 2 and float(rows["draft"][1]) > 1  # the stand-in reply copies its prompt
     # Decoding 48 tokens at 2.19 ms a step caps off near 457 tok/s; specchat's own time only lowers it.
     assert 300 < float(rows["off"][0]) < 460
+    at_once = script("engine_overhead", "--tokens", "48", "--repeat", "1", "--no-wait")
+    assert "a target step 0.00 ms" in at_once and re.search(r"^ +off +\d{4,}\.\d ", at_once, re.M), at_once
 
 
 @pytest.mark.real

@@ -11,7 +11,7 @@ each call, as `llama.Model` does for t_llama), so what is left is
 specchat's own, against a GPU's step. A prediction from a stand-in, not a
 GPU measurement: tools/gpu_probe.py measures the same share on the device.
 
-    python -m tools.engine_overhead [--tokens 512] [--repeat 5] [--costs docs/h200-curves-2026-11-30.json]
+    python -m tools.engine_overhead [--tokens 512] [--repeat 5] [--costs docs/h200-curves-2026-11-30.json] [--no-wait]
 
 The reply the stand-in target gives copies spans of its prompt between new
 tokens (as a code edit does), so copying drafters find work; the stand-in
@@ -131,9 +131,12 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=512, help="reply length per drafter")
     ap.add_argument("--costs", default=str(ROOT / "docs" / "h200-curves-2026-11-30.json"))
     ap.add_argument("--repeat", type=int, default=5, help="replies per drafter (medians are shown: the CPU is noisy)")
+    ap.add_argument("--no-wait", action="store_true", help="stand-ins answer at once: specchat's time with nothing between")
     args = ap.parse_args()
     costs = json.loads(Path(args.costs).read_text())
     target_curve, draft_step = curve(costs, "target"), 1 / costs["draft"]["loop_tok_s"]
+    if args.no_wait:
+        target_curve, draft_step = {n: 0.0 for n in target_curve}, 0.0
     prompt, reply = script(0, 600, args.tokens + 64)
     text = prompt + reply
     row = StandIn(text, target_curve).rows[0]
