@@ -161,6 +161,11 @@ class ChatSession(Dialogue):
         self.constraint.set(None if spec is None else Grammar(spec, self.target))
 
     @property
+    def constraint_spec(self) -> GrammarSpec | None:
+        """What replies must match (None: free text), to carry over to another pair."""
+        return self.constraint.grammar.spec if self.constraint.on else None
+
+    @property
     def constraint_label(self) -> str:
         """"JSON · person.json", "grammar · list.gbnf", or "" while replies are free."""
         return self.constraint.label

@@ -135,6 +135,8 @@ class ServerSession(Dialogue):
     def constraint_label(self) -> str:
         return ""
 
+    constraint_spec = None  # replies on a server are never constrained by specchat
+
     def request(self, drafter: str | None = None) -> dict:
         """The request body of the next turn (with `drafter`'s settings)."""
         s = self.sampling

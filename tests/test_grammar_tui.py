@@ -102,3 +102,18 @@ async def test_switching_to_the_grammar_drafter_without_a_constraint_says_so(tmp
         assert app.drafter == "grammar"
         assert ("drafter: grammar; it drafts only while replies are constrained (F8 or /schema FILE): "
                 "plain steps until then") in notices(app)
+
+
+@pytest.mark.real
+async def test_a_schema_holds_across_a_pair_switch(tmp_path, tiny_pair):
+    app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="grammar", k=16)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_until(pilot, lambda: app.session is not None, timeout=120)
+        assert app.set_schema(str(SCHEMA))
+        first = app.session
+        app.load_session("smollm2-135m", "grammar", 16)  # what F4's picker does
+        await wait_until(pilot, lambda: app.session is not first, timeout=120)
+        await pilot.pause()
+        assert app.session.status().constraint == "JSON · person.schema.json"  # bound to the new model
+        assert "⟨JSON · person.schema.json⟩" in status(app)
+        app.session.close()

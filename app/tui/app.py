@@ -188,6 +188,7 @@ class SpecchatApp(ChatActions, App):
             return
         old, self.session = self.session, msg.session
         self.conversation.attach(msg.session)  # the conversation goes on with the new pair
+        self._carry_constraint(old, msg.session)
         self.drafter = msg.session.drafter_name
         self.pacer.cpu_bound = getattr(msg.session.target, "cpu_bound", False)
         if old is not None:
@@ -196,6 +197,17 @@ class SpecchatApp(ChatActions, App):
             self.settings.pair = msg.session.pair
             self._save({"pair": msg.session.pair})
         self._set_status(note="")
+
+    def _carry_constraint(self, old, new) -> None:
+        """A schema or grammar set before a pair switch holds for the new pair too."""
+        spec = old.constraint_spec if old is not None else None
+        if spec is None:
+            return
+        try:
+            new.set_constraint(spec)
+        except SpecchatError as err:
+            self.notify(f"replies are free text with {new.pair}: {err.message}", title="schema", severity="warning",
+                        timeout=10)
 
     # --- status ------------------------------------------------------------------------
 
