@@ -123,3 +123,27 @@ async def test_a_server_killed_mid_reply_keeps_the_partial_reply_marked_cut(tmp_
             app.session.close()
     finally:
         server.stop()
+
+
+async def test_escape_during_a_server_stream_cancels_and_keeps_the_partial_reply(tmp_path, servers):
+    spec, _ = servers
+    app = make_app(tmp_path, models=server_models(spec.url), settings=Settings())
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_until(pilot, lambda: app.session is not None, timeout=60)
+        app.query_one(PromptInput).text = "Write the numbers from 1 to 2000 separated by commas."
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.generating, timeout=30)
+        await pilot.pause()
+        reply = app.query(AssistantMessage).last()
+        assert reply.finish == "cancelled" and reply.has_class("-cancelled")
+        assert str(reply.query_one(StatsLine).render()).startswith("cancelled · ")
+        assert reply.text and reply.text == app.session.messages[-1]["content"]
+        assert "2000" not in reply.text  # stopped long before the end
+        stored = app.conversation.history.load(app.conversation.id).messages
+        assert stored[1].finish == "cancelled" and stored[1].content == reply.text
+        # The server is free again: the next reply comes whole.
+        follow = await ask(pilot, "Say hi.")
+        assert follow.finish in ("eos", "length") and follow.text
+        app.session.close()
