@@ -109,3 +109,12 @@ def test_the_stats_panel_says_how_much_of_the_decode_time_was_llama_cpps():
     untimed = {"t_decode": 2.0, "t_llama": None, "t_verify": 1.95, "tokens": 10}  # a server's or a fake model's reply
     assert "inside llama.cpp 95.0%" in panel_text([timed, untimed]).plain
     assert "inside llama.cpp" not in panel_text([untimed]).plain
+
+
+def test_the_stats_panel_says_a_server_reports_no_time_split():
+    from specchat.tui.widgets import panel_text
+
+    server = {"tokens": 40, "t_decode": 0.3, "alpha": 2.0, "drafted": 30, "accepted": 20}  # no t_draft, t_verify…
+    text = panel_text([server]).plain
+    assert "time split (all replies)\n        not reported by the server" in text
+    assert "verify" not in text and "inside llama.cpp" not in text

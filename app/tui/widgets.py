@@ -318,9 +318,11 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
               Content(f"        {sum(t.get('tokens', 0) for t in turns)} tokens in {len(turns)} replies"),
               Content(""), Content("time split (all replies)")]
     split = {k: sum(t.get(f"t_{k}", 0.0) for t in turns) for k in ("draft", "verify", "plain", "other")}
-    total = sum(split.values()) or 1.0
+    total = sum(split.values())
+    if not total:  # a server's replies: it reports its whole decode time only
+        lines.append(Content("        not reported by the server"))
     colours = {"draft": "$spec-model", "verify": "$primary", "plain": "$text-muted", "other": "$warning"}
-    for name, secs in split.items():
+    for name, secs in split.items() if total else ():
         share = secs / total
         lines.append(Content.assemble(f"{name:>7} ", (bar(share), colours[name]), f" {share * 100:3.0f}% {secs:.2f}s"))
     timed = [t for t in turns if t.get("t_llama") is not None and t.get("t_decode")]
