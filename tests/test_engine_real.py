@@ -107,7 +107,7 @@ def test_cancel_mid_turn_leaves_a_consistent_context(session):
     assert follow.tokens and follow.stats.prefill_tokens < len(follow.prompt) // 2
 
 
-def test_llama_cpps_own_timer_splits_the_decode_time(session):
+def test_t_llama_splits_the_decode_time_between_llama_cpp_and_specchat(session):
     """t_llama: seconds inside llama.cpp's calls during the decode, the draft model's included."""
     off = fresh(session, "off").reply(CODE_PROMPT).stats
     assert 0 < off.t_llama < off.t_decode
