@@ -55,7 +55,7 @@ def script(seed: int, prompt_len: int, reply_len: int) -> tuple[list[int], list[
 
 class StandIn:
     """A model that decodes in the time a curve gives and whose greedy token
-    at position p is text[p] (or, with `agree` < 1, sometimes another)."""
+    after the first p + 1 tokens is text[p + 1] (with `agree` < 1, sometimes another)."""
 
     def __init__(self, text: list[int], seconds: dict[int, float], agree: float = 1.0, n_ctx: int = 8192):
         self.text, self.seconds, self.agree = text, seconds, agree
