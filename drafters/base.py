@@ -16,10 +16,11 @@ import numpy as np
 @dataclass
 class Draft:
     """A proposal. `q` holds one probability row per token when sampling
-    (None means the drafter is deterministic: q is one-hot)."""
+    (None means the drafter is deterministic: q is one-hot; a None row, one
+    token proposed with certainty)."""
 
     tokens: list[int] = field(default_factory=list)
-    q: list[np.ndarray] | None = None
+    q: list[np.ndarray | None] | None = None
     source: str = ""  # which drafter produced it (hybrid and auto name the inner one)
     forced: int = 0  # leading tokens the grammar forced, where `source` drafted the rest (hybrid)
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
-
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.grammar import GrammarDrafter
@@ -40,7 +38,8 @@ class HybridDrafter(Drafter):
         after = self.ngram.propose_after(context, forced.tokens, rest)
         if not after.tokens:
             after = self.model.propose(list(context) + forced.tokens, rest, pending=forced.tokens)
-        q = None if after.q is None else [_one_hot(t, after.q[0].size) for t in forced.tokens] + after.q
+        # A forced token is certain: its q is one-hot, which None says (see Draft).
+        q = None if after.q is None else [None] * len(forced) + after.q
         return Draft(forced.tokens + after.tokens, q, source=after.source, forced=len(forced))
 
     def settle(self, draft: Draft, n_accepted: int) -> None:
@@ -55,9 +54,3 @@ class HybridDrafter(Drafter):
     def close(self) -> None:
         self.model.close()
 
-
-def _one_hot(t: int, n: int) -> np.ndarray:
-    """q of a forced token: the grammar proposes it with certainty."""
-    q = np.zeros(n)
-    q[t] = 1.0
-    return q

@@ -265,3 +265,20 @@ def test_auto_takes_the_forced_run_where_the_curve_makes_it_pay(curve, drafts):
         assert grammar_rounds and all(not r.rejected for r in grammar_rounds)
     else:  # verifying costs as much as the steps it saves and more: plain steps only
         assert not grammar_rounds and all(r.plain for r in turn.rounds)
+
+
+def test_hybrid_when_sampling_keeps_forced_tokens_certain_even_if_the_draft_model_adds_nothing():
+    """Seed 0: the grammar refuses the draft model's first sampled token, so only the
+    forced run is drafted (this raised IndexError when forced rows were built from
+    the model's first q row)."""
+    from specchat.drafters.draft_model import DraftModelDrafter
+
+    model = FakeModel(seed=0)
+    c = constrained(model)
+    c.begin()
+    sampling = SamplingParams(temp=2.0, seed=0)
+    hybrid = HybridDrafter(NgramDrafter(), DraftModelDrafter(lambda: FakeModel(seed=1), sampling, c), GrammarDrafter(c))
+    hybrid.begin([3, 4, 5])
+    d = hybrid.propose([3, 4, 5], 6)
+    assert d.forced and d.tokens and len(d.q) == len(d.tokens)
+    assert d.q[: d.forced] == [None] * d.forced  # forced tokens: certain (one-hot)
