@@ -20,7 +20,7 @@ from specchat.config import Settings, read_settings, save_settings
 from specchat.history import Conversation, Message, to_markdown
 from specchat.stats import Round
 from specchat.themes import load_user_themes
-from specchat.tui.widgets import ReplyBody, UserMessage
+from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, UserMessage
 
 from tests.support.hostile import ESCAPES, SHOWN, chat_headless, cli, err_lines, no_controls, put, read_only, specchat
 
@@ -79,6 +79,28 @@ async def test_user_text_in_a_message_is_not_markup(tmp_path):
         runs = segments(user)
         assert "[@click=app.quit]arr[i][/]" in "".join(t for t, _ in runs)
         assert not any(s.italic or s.meta.get("@click") for _, s in runs)
+
+
+async def test_a_failed_reply_shows_the_error_as_text(tmp_path):
+    """A server's error text (or any error's) under the failed reply: shown, not parsed as markup."""
+    from specchat.errors import SpecchatError
+    from tests.support.tui import make_app, ready, segments, wait_until
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+
+        def fail(*args, **kwargs):
+            raise SpecchatError("the server stopped with an error: bad [/x] token " + ESCAPES)
+
+        app.session.reply = fail
+        app.query_one(PromptInput).text = "hello"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not app.generating)
+        await pilot.pause()
+        line = "".join(t for t, _ in segments(app.query(AssistantMessage).last().query_one(StatsLine)))
+        assert "failed: the server stopped with an error: bad [/x] token " + SHOWN in line
+        assert no_controls(line)
 
 
 def test_a_crash_inside_the_chat_exits_non_zero(tmp_path):

@@ -15,6 +15,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import Footer
 
@@ -308,7 +309,7 @@ class SpecchatApp(ChatActions, App):
         err = msg.error
         text = getattr(err, "message", None) or f"{type(err).__name__}: {err}"
         msg.reply.end({"drafters": []}, "error")
-        msg.reply.query_one("StatsLine").update(f"failed: {text}")
+        msg.reply.query_one("StatsLine").update(Content(safe_text(f"failed: {text}")))
         self.notify(text, title="generation failed", severity="error", timeout=10)
         self._finish_generation()
 
