@@ -132,9 +132,6 @@ class ServerSession(Dialogue):
             raise SpecchatError("replies on a server are not constrained by specchat",
                                 hint="the grammar drafter runs on a local pair")
 
-    def constraint_label(self) -> str:
-        return ""
-
     constraint_spec = None  # replies on a server are never constrained by specchat
 
     def request(self, drafter: str | None = None) -> dict:

@@ -12,19 +12,10 @@ from rich.console import Console
 from rich.text import Text
 
 from specchat.errors import SpecchatError
-from specchat.server_counts import Chunk
+from specchat.run import round_text
 from specchat.server_session import ServerSession, ServerTurn
 from specchat.stats import stats_fields
 from specchat.textsafe import safe_json, safe_text
-from specchat.themes import SPEC_DEFAULTS, span_style
-
-
-def chunk_text(c: Chunk) -> Text:
-    """One chunk as styled text, in the dark theme's colours."""
-    out = Text()
-    for s in c.spans():
-        out.append(safe_text(s["text"]), span_style(s["kind"], s["drafter"], SPEC_DEFAULTS.get))
-    return out
 
 
 def as_json(session: ServerSession, turn: ServerTurn) -> dict:
@@ -44,7 +35,7 @@ def as_json(session: ServerSession, turn: ServerTurn) -> dict:
 
 def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseline: bool = False) -> int:
     console = Console(highlight=False, soft_wrap=True)
-    on_chunk = None if json_out else (lambda c: console.print(chunk_text(c), end=""))
+    on_chunk = None if json_out else (lambda c: console.print(round_text(c), end=""))  # a Chunk reads as a Round
     turn = session.reply(prompt, on_round=on_chunk)  # with --baseline, decoded again with speculation off
     if json_out:
         sys.stdout.write(safe_json(as_json(session, turn)) + "\n")

@@ -120,14 +120,14 @@ def test_run_prints_the_stats_line_from_the_server(spec_server):
 @pytest.mark.real
 def test_chunk_colours_are_the_themes_accepted_colour(spec_server):
     from specchat.server_session import ServerSession
-    from specchat.serverrun import chunk_text
+    from specchat.run import round_text  # what `run --server` prints each chunk with
     from specchat.themes import SPEC_DEFAULTS
 
     session = ServerSession(spec_server.url, max_tokens=40)
     turn = session.reply(PROMPT)
     session.close()
     for c in turn.chunks:
-        styles = {str(span.style) for span in chunk_text(c).spans}
+        styles = {str(span.style) for span in round_text(c).spans}
         if c.kind == "accepted":
             assert styles == {SPEC_DEFAULTS["spec-accepted"]}
         else:
