@@ -35,6 +35,7 @@ from specchat.costmodel import SETTLE_STEPS, interpolate
 from specchat.drafters import Drafters
 from specchat.engine import Engine
 from specchat.sampling import SamplingParams
+from tools.replay import probe_costs
 
 ROOT = Path(__file__).resolve().parent.parent
 N_VOCAB = 151_936  # Qwen2.5's vocabulary: every row read is this long
@@ -108,13 +109,6 @@ class StandIn:
         return "".join(f" w{t}" for t in tokens)
 
 
-def curve(costs: dict, name: str) -> dict[int, float]:
-    """{positions: seconds}, with the bare loop's step as the 1-position cost (a step among steps)."""
-    c = dict(zip(costs[name]["positions"], costs[name]["seconds"]))
-    c[1] = 1 / costs[name]["loop_tok_s"]
-    return c
-
-
 def turn_at_costs(name: str, k: int, prompt, text, target_curve, draft_step: float, tokens: int):
     """One reply of `drafter` over fresh stand-ins: (its stats, its rounds, the rows it read)."""
     target = StandIn(text, target_curve)
@@ -133,8 +127,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5, help="replies per drafter (medians are shown: the CPU is noisy)")
     ap.add_argument("--no-wait", action="store_true", help="stand-ins answer at once: specchat's time with nothing between")
     args = ap.parse_args()
-    costs = json.loads(Path(args.costs).read_text())
-    target_curve, draft_step = curve(costs, "target"), 1 / costs["draft"]["loop_tok_s"]
+    costs = probe_costs(json.loads(Path(args.costs).read_text()), "target", "draft", args.costs)
+    target_curve, draft_step = costs.points, costs.draft_step
     if args.no_wait:
         target_curve, draft_step = {n: 0.0 for n in target_curve}, 0.0
     prompt, reply = script(0, 600, args.tokens + 64)
