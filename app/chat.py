@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from specchat.costmodel import CostModel, settle_steps
-from specchat.drafters import K_MAX, K_MIN, NAMES, Drafters
+from specchat.drafters import K_MAX, K_MIN, NAMES
+from specchat.drafters.registry import Drafters
 from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint, Grammar

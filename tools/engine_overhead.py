@@ -32,7 +32,7 @@ import numpy as np
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
 from specchat.costmodel import SETTLE_STEPS, interpolate
-from specchat.drafters import Drafters
+from specchat.drafters.registry import Drafters
 from specchat.engine import Engine
 from specchat.sampling import SamplingParams
 from tools.replay import probe_costs
