@@ -255,6 +255,22 @@ class ServerSession(Dialogue):
             self.baseline_client.close()
 
 
+def check_server_options(local: dict[str, str | None], drafter: str | None, baseline: bool,
+                         baseline_server: str | None, *, instead: str) -> None:
+    """What `run --server` and `specchat --server` both refuse, one error line
+    each: options for a local model, a drafter the server cannot run, and
+    --baseline-server without --baseline. `instead` ends the local options' hint."""
+    for flag, value in local.items():
+        if value is not None:
+            raise SpecchatError(f"{flag} cannot be used with --server: the server runs its own model", code=2,
+                                hint=f"drop it, or drop --server to {instead}")
+    if baseline_server and not baseline:
+        raise SpecchatError("--baseline-server needs --baseline", code=2, hint="add --baseline")
+    if drafter not in (None, "auto", SERVER_DRAFTER, "off"):
+        raise SpecchatError(f"--drafter {drafter} cannot run on a server", code=2,
+                            hint="with --server the drafter is the server's own, or off where it allows")
+
+
 def open_server_session(url: str | None, *, pair: str | None = None, target: str | None = None,
                         draft: str | None = None, drafter: str = "auto", k: int | None = None,
                         n_min: int | None = None, p_min: float | None = None, baseline: bool = False,
@@ -266,15 +282,8 @@ def open_server_session(url: str | None, *, pair: str | None = None, target: str
     if url is None:
         raise SpecchatError("--baseline and --baseline-server need --server URL", code=2,
                             hint="specchat run --server http://127.0.0.1:8080 --baseline \"…\"")
-    for flag, value in (("--pair", pair), ("--target", target), ("--draft", draft)):
-        if value is not None:
-            raise SpecchatError(f"{flag} cannot be used with --server: the server runs its own model", code=2,
-                                hint="drop it, or drop --server to run a local pair")
-    if baseline_server and not baseline:
-        raise SpecchatError("--baseline-server needs --baseline", code=2, hint="add --baseline")
-    if drafter not in ("auto", SERVER_DRAFTER, "off"):
-        raise SpecchatError(f"--drafter {drafter} cannot run on a server", code=2,
-                            hint="with --server the drafter is the server's own, or off where it allows")
+    check_server_options({"--pair": pair, "--target": target, "--draft": draft}, drafter, baseline, baseline_server,
+                         instead="run a local pair")
     if k is not None:
         checks.k(k)
     if n_min is not None and n_min < 0:

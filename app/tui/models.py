@@ -9,13 +9,14 @@ same methods, backed by the fake model.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from specchat.config import Settings
 from specchat.errors import SpecchatError
-from specchat.sampling import SamplingParams
-from specchat.server import SERVER_DRAFTER, check_url
-from specchat.server_session import ServerSession
+
+if TYPE_CHECKING:
+    from specchat.server_session import ServerSession
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Models:
 
     def open(self, pair: str, drafter: str, k: int, settings: Settings):
         from specchat.loader import open_session
+        from specchat.sampling import SamplingParams
 
         return open_session(
             pair,
@@ -104,14 +106,14 @@ class ServerModels:
                    "its tokens were accepted drafts. The server sends no rejected drafts.")
 
     def __init__(self, url: str, baseline: bool = False, baseline_url: str | None = None, model: str = "") -> None:
+        from specchat.server import check_url
+
         self.url = check_url(url)
         self.baseline = baseline
         self.baseline_url = check_url(baseline_url) if baseline_url else None
         self.name = f"{model or 'server'} @ {urlsplit(self.url).netloc}"
 
     def pairs(self) -> list:
-        from specchat.tui.models import PairInfo
-
         return [PairInfo(self.name, "the llama.cpp server's model and speculation", True, True)]
 
     def default_pair(self) -> str:
@@ -127,6 +129,9 @@ class ServerModels:
         return 0, None
 
     def open(self, pair: str, drafter: str, k: int, settings) -> ServerSession:
+        from specchat.sampling import SamplingParams
+        from specchat.server_session import ServerSession
+
         session = ServerSession(self.url, sampling=SamplingParams(temp=settings.temperature),
                                 system=settings.system_prompt or None, baseline_url=self.baseline_url,
                                 with_baseline=self.baseline)
@@ -148,14 +153,10 @@ def chat_models(url: str | None, *, pair: str | None, drafter: str | None, basel
             raise SpecchatError("--baseline and --baseline-server need --server URL", code=2,
                                 hint="specchat --server http://127.0.0.1:8080 --baseline")
         return None
-    if pair is not None:
-        raise SpecchatError("--pair cannot be used with --server: the server runs its own model", code=2,
-                            hint="drop it, or drop --server to chat with a local pair")
-    if drafter not in (None, "auto", SERVER_DRAFTER, "off"):
-        raise SpecchatError(f"--drafter {drafter} cannot run on a server", code=2,
-                            hint="with --server the drafter is the server's own, or off where it allows")
-    if baseline_server and not baseline:
-        raise SpecchatError("--baseline-server needs --baseline", code=2, hint="add --baseline")
+    from specchat.server import check_url
+    from specchat.server_session import ServerSession, check_server_options
+
+    check_server_options({"--pair": pair}, drafter, baseline, baseline_server, instead="chat with a local pair")
     probe = ServerSession(check_url(url), with_baseline=baseline,
                           baseline_url=check_url(baseline_server) if baseline_server else None)
     try:
