@@ -15,3 +15,7 @@ class SpecchatError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def one_line(self) -> str:
+        """"MESSAGE (HINT)": the error and its hint for a notice or a status line."""
+        return self.message + (f" ({self.hint})" if self.hint else "")

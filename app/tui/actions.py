@@ -117,7 +117,7 @@ class ChatActions:
             try:
                 self.session.set_k(self.session.k + delta)
             except SpecchatError as err:  # a server that takes no k per request
-                self.notify(f"{err.message} ({err.hint})", severity="warning", timeout=8)
+                self.notify(err.one_line(), severity="warning", timeout=8)
             self._set_status()
 
     def action_cancel(self) -> None:
@@ -182,7 +182,7 @@ class ChatActions:
 
     def _cannot_list_pairs(self, err: SpecchatError) -> None:
         self._set_status(note=f"no model: {err.message}")
-        self.notify(err.message + (f" ({err.hint})" if err.hint else ""), title="model pairs", severity="error", timeout=20)
+        self.notify(err.one_line(), title="model pairs", severity="error", timeout=20)
 
     def _last_reply(self) -> AssistantMessage | None:
         replies = self.query(AssistantMessage)
@@ -241,7 +241,7 @@ class ChatActions:
         try:
             path, rest = schema_prefix(text)
         except SpecchatError as err:
-            self.notify(f"{err.message} ({err.hint})", title="schema", severity="error", timeout=10)
+            self.notify(err.one_line(), title="schema", severity="error", timeout=10)
             return None
         if path is None:
             return text
@@ -261,8 +261,7 @@ class ChatActions:
         try:
             self.session.set_constraint(None if path == "off" else load_schema(path))
         except SpecchatError as err:
-            self.notify(f"{err.message} ({err.hint})" if err.hint else err.message, title="schema", severity="error",
-                        timeout=10)
+            self.notify(err.one_line(), title="schema", severity="error", timeout=10)
             return False
         label = self.session.status().constraint
         self.notify(f"replies must match {label}" if label else "replies are free text again", timeout=4)

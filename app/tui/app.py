@@ -174,7 +174,7 @@ class SpecchatApp(ChatActions, App):
         try:
             session = self.models.open(pair, drafter, k, self.settings)
         except SpecchatError as err:
-            self.post_message(SessionReady(None, err.message + (f" ({err.hint})" if err.hint else "")))
+            self.post_message(SessionReady(None, err.one_line()))
             return
         except Exception as err:  # a broken file, say: show it, keep the app
             self.post_message(SessionReady(None, f"{type(err).__name__}: {err}"))
