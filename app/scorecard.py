@@ -163,7 +163,6 @@ def rows(runs: list[Run]) -> list[dict]:
 def _row(suite: str, drafter: str, k: int, runs: list[Run], paired_off: list[Run]) -> dict:
     t = totals(runs)
     off = totals(paired_off)
-    checked = [r.identical for r in runs if r.identical is not None]
     both = sorted(runs + [r for r in paired_off if r not in runs], key=lambda r: r.seq)
     return {
         "suite": suite,
@@ -183,7 +182,7 @@ def _row(suite: str, drafter: str, k: int, runs: list[Run], paired_off: list[Run
         "accepted": t.accepted,
         "acceptance_rate": t.acceptance_rate,
         "per_position_acceptance": t.per_position_acceptance,
-        "identical_rate": sum(checked) / len(checked) if checked else None,
+        "identical_rate": _share(r.identical for r in runs),
         "valid_rate": _share(r.valid for r in runs),
         "shares": t.shares(),
         "peak_rss_mb": max(r.peak_rss_mb for r in runs),
