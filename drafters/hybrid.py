@@ -35,7 +35,7 @@ class HybridDrafter(Drafter):
         if len(forced) >= k or self.grammar.constraint.ends:
             return forced
         rest = k - len(forced)
-        after = self.ngram.propose_after(context, forced.tokens, rest)
+        after = self.ngram.propose(context, rest, pending=forced.tokens)
         if not after.tokens:
             after = self.model.propose(list(context) + forced.tokens, rest, pending=forced.tokens)
         # A forced token is certain: its q is one-hot, which None says (see Draft).

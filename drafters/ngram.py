@@ -72,21 +72,12 @@ class NgramDrafter(Drafter):
 
     # --- proposing -------------------------------------------------------
 
-    def propose(self, context: Sequence[int], k: int) -> Draft:
-        if len(context) > len(self.tokens):
-            self._extend(context)
-        found = self.lookup(context)
-        if found is None:
-            return Draft(source=self.name)
-        start, match, seen = found
-        length = min(k, self.budget(match, seen))
-        return Draft(tokens=self.continuation(start, length), source=self.name)
-
-    def propose_after(self, context: Sequence[int], pending: Sequence[int], k: int) -> Draft:
-        """A proposal to follow `pending`, tokens proposed after the committed
-        context but not committed (the index never holds them)."""
+    def propose(self, context: Sequence[int], k: int, pending: Sequence[int] = ()) -> Draft:
+        """Up to k tokens after `context`, whose last tokens `pending` were
+        proposed by another drafter (hybrid) and are not committed yet (the
+        index never holds them)."""
         self._extend(context)
-        found = self.lookup(list(context) + list(pending))
+        found = self.lookup([*context, *pending] if pending else context)
         if found is None:
             return Draft(source=self.name)
         start, match, seen = found
