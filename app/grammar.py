@@ -212,15 +212,21 @@ class GrammarState:
 
 
 def _first_allowed(state, logits: np.ndarray) -> int:
-    """The allowed token with the highest logit, ties to the lowest id."""
-    order = np.lexsort((np.arange(len(logits)), -logits))  # by logit, descending; then by id
-    start, size = 1, _ARGMAX_CHUNK  # order[0] is the refused argmax
-    while start < len(order):
-        ids = order[start : start + size].astype(np.int32)
+    """The allowed token with the highest logit, ties to the lowest id. Only
+    the top of the vocabulary is put in order: sorting all of it took 20 ms."""
+    n = len(logits)
+    start, size = 1, _ARGMAX_CHUNK  # the first in order is the refused argmax
+    while start < n:
+        end = min(n, start + size)
+        # Every id at or above the end-th largest logit: ties at the cut
+        # included, that is exactly the first `end` or more of the full order.
+        top = np.flatnonzero(logits >= np.partition(logits, n - end)[n - end])
+        order = top[np.lexsort((top, -logits[top]))]  # by logit, descending; then by id
+        ids = order[start:end].astype(np.int32)
         ok = state.allowed(ids)
         if ok.any():
             return int(ids[np.argmax(ok)])
-        start, size = start + size, size * 8
+        start, size = end, size * 8
     raise SpecchatError("the grammar allows no token here", hint="check the grammar: it reached a dead end")
 
 
