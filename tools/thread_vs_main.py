@@ -27,9 +27,7 @@ import subprocess
 import sys
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
-from tools.tui_overhead import count_sleeps, on_a_thread, run_plain, spread, ui_replies
-
-PROMPT = "Write a Python function that reverses a list, then explain it."
+from tools.tui_overhead import PROMPT, count_sleeps, on_a_thread, run_plain, spread, ui_replies
 
 
 def serve(kind: str, pair: str, max_tokens: int) -> None:

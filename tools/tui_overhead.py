@@ -37,6 +37,8 @@ from pathlib import Path
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
 
+PROMPT = "Write a Python function that reverses a list, then explain it."  # thread_vs_main uses it too
+
 
 def fake_factory(step: float, drafter: str, k: int, max_tokens: int):
     from specchat.chat import ChatSession
@@ -169,7 +171,7 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--replies", type=int, default=5)
-    ap.add_argument("--prompt", default="Write a Python function that reverses a list, then explain it.")
+    ap.add_argument("--prompt", default=PROMPT)
     ap.add_argument("--mode", choices=["ui", "unfed"], default="ui",
                     help="ui: the app as it is; unfed: the app runs but is never sent a round")
     ap.add_argument("--baseline-on-main", action="store_true",
@@ -177,7 +179,7 @@ def main() -> int:
                          "a second OpenMP team, and the app's worker sleeps at every barrier")
     args = ap.parse_args()
     if args.mode == "unfed":
-        from specchat.tui.app import RoundFeed
+        from specchat.tui.stream import RoundFeed
 
         RoundFeed.__call__ = lambda self, r: None
         RoundFeed.flush = lambda self, now=None: None
