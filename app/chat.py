@@ -120,12 +120,12 @@ class ChatSession(Dialogue):
         super().__init__()
         # Where each model runs (llama.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": getattr(target, "device", None), "draft": None}
-        self.costs = CostModel()
+        self.costs = CostModel(settle_steps(self.devices["target"]))  # settle: 2 on a GPU, 0 on the CPU
         self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
         self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint)
         self.engine = Engine(
             target, self.drafters.get(drafter), k=k, sampling=sampling, baseline_every=baseline_every, costs=self.costs,
-            constraint=self.constraint, settle_steps=settle_steps(self.devices["target"]),
+            constraint=self.constraint,
             llama_clock=self._llama_seconds if hasattr(target, "llama_seconds") else None,
         )
 

@@ -83,7 +83,11 @@ def time_decodes(model, sizes, repeats: int, filler: list[int] | None = None) ->
 
 
 class CostModel:
-    def __init__(self) -> None:
+    def __init__(self, settle_steps: int = SETTLE_STEPS) -> None:
+        # Plain steps in a row before a step costs what it does among steps
+        # (settle_steps(device)): the engine's baseline samples and auto's price
+        # for leaving a plain run both go by it.
+        self.settle_steps = settle_steps
         self.seconds: dict[int, float] = {}  # positions -> seconds per decode
         self._known: list[int] = []  # sorted(self.seconds), kept: auto asks for many sizes every round
         self.settling = 0.0  # extra seconds of the plain steps that settle after a batch, per step

@@ -13,8 +13,8 @@ CUDA graph by the compute graph and, when the shape changes, runs the next
 step without a graph and captures one on the step after (see
 `ggml_backend_cuda_graph_compute`, "execute directly until stable again").
 So the arm takes its plain steps in runs, and only a plain step that
-follows `settle_steps` plain steps in a row is *steady* and counts as a
-sample (costmodel.settle_steps: 2 on a GPU, none on the CPU).
+follows `costs.settle_steps` plain steps in a row is *steady* and counts
+as a sample (costmodel.settle_steps: 2 on a GPU, none on the CPU).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from specchat import kvcache
-from specchat.costmodel import SETTLE_STEPS, CostModel
+from specchat.costmodel import CostModel
 from specchat.drafters.base import Draft, Drafter
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
@@ -81,14 +81,12 @@ class Engine:
         baseline_every: int = 8,
         costs: CostModel | None = None,
         constraint: Constraint | None = None,
-        settle_steps: int = SETTLE_STEPS,
         llama_clock: Callable[[], float] | None = None,
     ) -> None:
         self.target = target
         # Seconds spent inside llama.cpp so far, target and draft model: what
         # a turn's decode time leaves is specchat's own.
         self.llama_clock = llama_clock
-        self.settle_steps = settle_steps  # plain steps in a row before one is a baseline sample
         # The grammar the reply must match, if any: it masks the target's choice
         # at every verified position and follows the committed tokens.
         self.constraint = constraint or Constraint()
@@ -209,7 +207,7 @@ class Engine:
         # KV now holds pending + all drafts; keep pending + the accepted ones.
         self.target.truncate(n_kv + 1 + len(accepted))
         t2 = time.perf_counter()
-        steady = not draft.tokens and plain_run >= self.settle_steps
+        steady = not draft.tokens and plain_run >= self.costs.settle_steps
         if draft.tokens or steady:
             self.costs.observe(len(draft.tokens) + 1, t2 - t1)
         else:

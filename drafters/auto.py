@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from specchat.costmodel import SETTLE_STEPS, CostModel
+from specchat.costmodel import CostModel
 
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
@@ -139,7 +139,7 @@ class AutoDrafter(Drafter):
         """(tokens/s, source, length, estimator, candidate tokens) for the best length of each drafter."""
         self.ngram._extend(context)
         # Leaving a run of plain steps costs the steps that settle after it.
-        settle = SETTLE_STEPS * self.costs.settling if self.choice == "off" else 0.0
+        settle = self.costs.settle_steps * self.costs.settling if self.choice == "off" else 0.0
         if self.grammar is not None:
             # The forced run is found before pricing, so its cost is spent either
             # way (it lands in t_draft); a draft of it costs only its verify.

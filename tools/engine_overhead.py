@@ -31,7 +31,7 @@ from statistics import median
 import numpy as np
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
-from specchat.costmodel import SETTLE_STEPS, interpolate
+from specchat.costmodel import interpolate
 from specchat.drafters.registry import Drafters
 from specchat.engine import Engine
 from specchat.sampling import SamplingParams
@@ -114,7 +114,7 @@ def turn_at_costs(name: str, k: int, prompt, text, target_curve, draft_step: flo
     target = StandIn(text, target_curve)
     draft = StandIn(text, {1: draft_step, 2: draft_step * 1.1}, agree=0.7)
     drafters = Drafters(lambda: draft, SamplingParams())
-    engine = Engine(target, drafters.get(name), k=k, costs=drafters.costs, settle_steps=SETTLE_STEPS,
+    engine = Engine(target, drafters.get(name), k=k, costs=drafters.costs,
                     llama_clock=lambda: target.llama_seconds + draft.llama_seconds)
     turn = engine.generate(prompt, tokens)
     return turn.stats, len(turn.rounds), target.reads + draft.reads
