@@ -24,6 +24,9 @@ from specchat.server_counts import Chunk, Totals, _context, server_stats
 from specchat.stats import merge_spans
 from specchat.textsafe import safe_text
 
+# Speculation off for one request, where the server takes per-request settings.
+SPECULATION_OFF = {"speculative.n_max": 0, "speculative.n_min": 0}
+
 # --- the session ------------------------------------------------------------------------
 
 
@@ -134,8 +137,8 @@ class ServerSession(Dialogue):
 
     constraint_spec = None  # replies on a server are never constrained by specchat
 
-    def request(self, drafter: str | None = None) -> dict:
-        """The request body of the next turn (with `drafter`'s settings)."""
+    def request(self) -> dict:
+        """The request body of the next turn, with the drafter's settings."""
         s = self.sampling
         body = {
             "messages": ([{"role": "system", "content": self.system}] if self.system else []) + self.messages,
@@ -148,9 +151,8 @@ class ServerSession(Dialogue):
             "top_p": s.top_p,
             "seed": s.seed,
         }
-        if (drafter or self._drafter) == "off":
-            body["speculative.n_max"] = 0
-            body["speculative.n_min"] = 0
+        if self._drafter == "off":
+            body.update(SPECULATION_OFF)
         else:
             body.update({f"speculative.{k}": v for k, v in self.settings.items() if v is not None})
         return body
@@ -208,7 +210,7 @@ class ServerSession(Dialogue):
         body = dict(turn.body, stream=False)
         body.pop("timings_per_token", None)
         if self.baseline_client is None:
-            body.update({"speculative.n_max": 0, "speculative.n_min": 0})
+            body.update(SPECULATION_OFF)
         reply = client.complete(body)
         timings = reply.get("timings") or {}
         if not timings.get("predicted_per_second"):
