@@ -60,6 +60,7 @@ class TargetModel(Protocol):
     n_ctx: int
 
     def eval(self, tokens: Sequence[int], n_logits: int = 1) -> None: ...
+    def argmax_only(self, on: bool) -> None: ...  # while on, only argmax() is read
     def logits(self, j: int) -> np.ndarray: ...
     def argmax(self, j: int) -> int: ...
     def truncate(self, n: int) -> None: ...
@@ -140,6 +141,9 @@ class Engine:
         on_round: Callable[[Round], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> Turn:
+        # Greedy without a grammar reads only argmax tokens: a GPU then takes
+        # them in llama.cpp's graph and copies no logits rows (llama.py).
+        self.target.argmax_only(self.sampling.greedy and not self.constraint.on)
         n_prefill, t_prefill = self.prefill(prompt)
         context = list(prompt)  # committed tokens; the last one is pending (not in KV)
         self.constraint.begin()  # a constrained reply starts at the grammar's root

@@ -5,6 +5,12 @@ the list of tokens its KV cache holds, evaluates new tokens right after them
 in one `llama_decode` (chunked by n_batch), exposes the logits rows it asked
 for as zero-copy numpy views, and rolls back with `llama_memory_seq_rm`.
 The engine and the draft-model drafter use only this surface.
+
+Greedy decoding reads only each row's argmax. Callers say so
+(`argmax_only`), and where the output layer runs on a GPU llama.cpp then
+takes the argmax inside its compute graph (its backend sampling): one token
+per row comes back instead of a 152k-float row copied to the host and
+scanned there.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from specchat.errors import SpecchatError
 _log_lines: list[str] = []  # llama.cpp's chatter, kept for --verbose and errors
 _load_log: list[str] | None = None  # every line while a model loads (it says where the layers went)
 _verbose = False
+MAX_ROWS = 64  # rows one decode may keep while the argmax runs in the graph (a verify keeps k + 1 <= 33)
 
 
 @C.llama_log_callback
@@ -109,6 +116,7 @@ class Model:
         cp.n_batch = cp.n_ubatch = n_batch
         threads = n_threads or physical_cores()
         cp.n_threads = cp.n_threads_batch = threads
+        cp.n_outputs_max_per_seq = MAX_ROWS  # read only once a greedy sampler is attached
         self.ctx = C.llama_init_from_model(self.model, cp)
         if not self.ctx:
             C.llama_model_free(self.model)
@@ -129,14 +137,45 @@ class Model:
         self._out: list[int] = []  # batch indices of the logits rows from the last eval
         self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
+        # Where greedy picks are made once callers read only argmax(): in
+        # llama.cpp's graph where the output layer is on a GPU, on the host
+        # otherwise (argmax_where says why).
+        self.graph_argmax = argmax_where(self.device) == "graph"
+        self.tokens_only = False  # callers read only argmax(), not logits()
+        self.device["argmax"] = "host"
+        self._greedy: ctypes.c_void_p | None = None  # the greedy sampler chain, while attached
         self._warm_up()
 
     def _warm_up(self) -> None:
         """The first decodes of each shape are slow (graph set-up); pay that now,
-        so it never lands in a turn's measured rounds."""
+        so it never lands in a turn's measured rounds. The cache is kept."""
+        n_kept = len(self.tokens)
+        if n_kept + 2 > self.n_ctx:
+            return
         for n in (1, 2, 1):
             self.eval([0] * n, n_logits=n)
-            self.truncate(0)
+            self.truncate(n_kept)
+
+    def argmax_only(self, on: bool) -> None:
+        """Say whether callers read only argmax() from now on (greedy, no
+        grammar); while on, logits() is refused. Where the graph takes the
+        argmax, a change re-warms the graph and drops the last eval's rows."""
+        self.tokens_only = on
+        attach = on and self.graph_argmax
+        if attach == (self._greedy is not None):
+            return
+        chain = None
+        if attach:
+            chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+            C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy())
+        if not C.llama_set_sampler(self.ctx, 0, chain) and attach:
+            C.llama_sampler_free(chain)  # this backend lacks the op: the host keeps the argmax
+            self.graph_argmax, chain = False, None
+        old, self._greedy = self._greedy, chain
+        self.device["argmax"] = "graph" if chain is not None else "host"
+        self._warm_up()  # the graph changed: its first decodes are slow
+        if old is not None:
+            C.llama_sampler_free(old)  # only once the graph no longer uses it
 
     # --- decoding -------------------------------------------------------------
 
@@ -144,6 +183,7 @@ class Model:
         """Decode `tokens` right after the cache; keep logits for the last n_logits."""
         if len(self.tokens) + len(tokens) > self.n_ctx:
             raise SpecchatError("the conversation is longer than the context", hint="raise --ctx or start a new chat")
+        assert self._greedy is None or n_logits <= MAX_ROWS, "the graph's argmax takes at most MAX_ROWS rows"
         first_logit = len(tokens) - n_logits
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]
@@ -169,13 +209,24 @@ class Model:
 
     def logits(self, j: int) -> np.ndarray:
         """Row j of the logits from the last eval, as a view (no copy)."""
+        if self.tokens_only:
+            raise RuntimeError("logits() after argmax_only(True): say argmax_only(False) first")
+        return self._logits(j)
+
+    def _logits(self, j: int) -> np.ndarray:
         t0 = time.perf_counter()
         ptr = C.llama_get_logits_ith(self.ctx, self._out[j])  # a GPU's decode finishes here
         self.llama_seconds += time.perf_counter() - t0
         return np.frombuffer(self._row.from_address(ctypes.addressof(ptr.contents)), dtype=np.float32)
 
     def argmax(self, j: int) -> int:
-        return int(np.argmax(self.logits(j)))
+        """The greedy token after row j: from the graph's argmax, or the host's."""
+        if self._greedy is None:
+            return int(np.argmax(self._logits(j)))
+        t0 = time.perf_counter()
+        t = C.llama_get_sampled_token_ith(self.ctx, self._out[j])  # a GPU's decode finishes here
+        self.llama_seconds += time.perf_counter() - t0
+        return t
 
     def truncate(self, n: int) -> None:
         """Roll the cache back to its first n tokens."""
@@ -241,11 +292,13 @@ class Model:
     # --- lifetime -----------------------------------------------------------------
 
     def close(self) -> None:
-        if getattr(self, "ctx", None):
+        if getattr(self, "ctx", None):  # (_greedy is set right after ctx)
             C.llama_batch_free(self.batch)
             C.llama_free(self.ctx)
             C.llama_model_free(self.model)
-            self.ctx = self.model = None
+            if self._greedy is not None:  # freed after the context that used it
+                C.llama_sampler_free(self._greedy)
+            self.ctx = self.model = self._greedy = None
 
     def __del__(self) -> None:
         try:
@@ -272,6 +325,20 @@ def placement(load_log: list[str], layers: int) -> dict:
         return {"backend": re.sub(r"\d+$", "", name), "device": description,
                 "gpu_layers": gpu_layers, "layers": layers}
     return {"backend": "CPU", "device": cpu_name(), "gpu_layers": 0, "layers": layers}
+
+
+def argmax_where(device: dict) -> str:
+    """Where greedy picks pay: "graph" (llama.cpp's argmax in its compute
+    graph, one token copied back per row) where the output layer runs on a
+    GPU; "host" (numpy on the copied row) on the CPU, whose in-graph argmax
+    is a single-threaded scalar loop: on the 2-core CPU it made a 0.5B
+    plain step 25.6 ms instead of 24.6 and a 17-position verify 232 ms
+    instead of 224 (medians of 72, interleaved). SPECCHAT_ARGMAX=host|graph
+    overrides, to compare the two."""
+    forced = os.environ.get("SPECCHAT_ARGMAX", "")
+    if forced in ("host", "graph"):
+        return forced
+    return "graph" if device["gpu_layers"] and device["gpu_layers"] >= device["layers"] else "host"
 
 
 def cpu_name() -> str:

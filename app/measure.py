@@ -44,6 +44,7 @@ def bare_greedy(
     engine, drafter, rounds or stats; under `constraint` (a grammar.Constraint
     that is on) each token is the grammar's choice, as in the engine.
     Returns (tokens, decode seconds, steps)."""
+    model.argmax_only(sampling.greedy and constraint is None)
     prefill(model, prompt)
     rng = np.random.default_rng(sampling.seed)
     out: list[int] = []

@@ -250,7 +250,9 @@ def server_fields(stats: dict) -> list[tuple[str, str]]:
 
 
 def device_text(device: dict | None) -> str:
-    """Where a model runs, from llama.placement: "CUDA · NVIDIA H200 · 29/29 layers offloaded"."""
+    """Where a model runs, from llama.placement: "CUDA · NVIDIA H200 · 29/29 layers offloaded",
+    and "· argmax in llama.cpp's graph" where greedy picks are made there (llama.Model.argmax_only)."""
     if not device:
         return "not loaded"
-    return f"{device['backend']} · {device['device']} · {device['gpu_layers']}/{device['layers']} layers offloaded"
+    graph = " · argmax in llama.cpp's graph" if device.get("argmax") == "graph" else ""
+    return f"{device['backend']} · {device['device']} · {device['gpu_layers']}/{device['layers']} layers offloaded{graph}"

@@ -98,6 +98,7 @@ class DraftModelDrafter(Drafter):
     def _sync(self, m, context: Sequence[int]) -> None:
         """Make the draft KV hold exactly `context`, with logits for its last position."""
         t0 = time.perf_counter()
+        m.argmax_only(self.sampling.greedy and not (self.constraint is not None and self.constraint.on))
         fed = kvcache.sync(m, context, logits=True, one_by_one=SINGLE_STEP_CATCH_UP)
         if fed > SINGLE_STEP_CATCH_UP:
             self.sync_per_token = (time.perf_counter() - t0) / fed

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from specchat.llama import placement
+from specchat.llama import argmax_where, placement
 from specchat.loader import placement_warning
 from specchat.stats import device_text
 
@@ -65,7 +65,20 @@ def test_a_target_on_the_gpu_with_its_draft_on_the_cpu_gets_a_warning():
     assert placement_warning(gpu, {**gpu, "layers": 25, "gpu_layers": 25}) is None
     assert placement_warning(cpu, cpu) is None  # both on the CPU: nothing to say
     assert device_text(gpu) == "CUDA · NVIDIA H200 · 29/29 layers offloaded"
+    assert device_text({**gpu, "argmax": "graph"}) == "CUDA · NVIDIA H200 · 29/29 layers offloaded · argmax in llama.cpp's graph"
     assert device_text(None) == "not loaded"
+
+
+def test_greedy_argmax_goes_into_the_graph_only_where_the_output_layer_is_on_a_gpu(monkeypatch):
+    monkeypatch.delenv("SPECCHAT_ARGMAX", raising=False)
+    gpu = placement(CUDA_LOG, 29)
+    assert argmax_where(gpu) == "graph"
+    assert argmax_where({**gpu, "gpu_layers": 28}) == "host"  # the output layer stayed on the CPU
+    assert argmax_where({"backend": "CPU", "device": "x", "gpu_layers": 0, "layers": 31}) == "host"
+    monkeypatch.setenv("SPECCHAT_ARGMAX", "host")
+    assert argmax_where(gpu) == "host"
+    monkeypatch.setenv("SPECCHAT_ARGMAX", "graph")
+    assert argmax_where({"backend": "CPU", "device": "x", "gpu_layers": 0, "layers": 31}) == "graph"
 
 
 @pytest.mark.real
@@ -118,3 +131,62 @@ def test_the_stats_panel_says_a_server_reports_no_time_split():
     text = panel_text([server]).plain
     assert "time split (all replies)\n        not reported by the server" in text
     assert "verify" not in text and "inside llama.cpp" not in text
+
+
+@pytest.mark.real
+def test_the_graph_argmax_picks_the_hosts_tokens_and_keeps_the_cache(tiny_pair, monkeypatch):
+    """llama.cpp's backend greedy sampler, run here on the CPU backend (a GPU
+    runs the same code with its own argmax kernel): the same tokens as numpy's
+    argmax, for a plain step and for every row of a 5-position batch."""
+    from specchat import llama
+
+    monkeypatch.setenv("SPECCHAT_ARGMAX", "graph")
+    m = llama.Model(tiny_pair[0], n_ctx=1024)
+    try:
+        prompt = m.tokenize("def add(a, b):\n    return")
+
+        def greedy_then_batch() -> tuple[list[int], list[int]]:
+            m.truncate(0)
+            m.eval(prompt, n_logits=1)
+            steps = []
+            for _ in range(12):
+                steps.append(m.argmax(0))
+                m.eval(steps[-1:], n_logits=1)
+            m.eval(steps[:5], n_logits=5)
+            return steps, [m.argmax(j) for j in range(5)]
+
+        on_host = greedy_then_batch()
+        assert m.device["argmax"] == "host"
+        m.argmax_only(True)
+        assert m.device["argmax"] == "graph" and m._greedy is not None
+        assert greedy_then_batch() == on_host
+        with pytest.raises(RuntimeError, match="argmax_only"):
+            m.logits(0)
+        kept = list(m.tokens)
+        m.argmax_only(False)  # the sampler comes off and the graph is warmed again, after the cache
+        assert m.tokens == kept and m.device["argmax"] == "host" and m._greedy is None
+        assert m.logits(0).shape == (m.n_vocab,)
+        assert greedy_then_batch() == on_host
+    finally:
+        m.close()
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("drafter", ["off", "draft", "ngram"])
+def test_a_greedy_reply_is_the_same_whether_the_argmax_is_in_the_graph_or_on_the_host(tiny_pair, monkeypatch, drafter):
+    from specchat.loader import open_session
+
+    prompt = ("Rewrite this function with the variable `total` renamed to `acc`. Reply with code only.\n\n"
+              "def sum_squares(values):\n    total = 0\n    for v in values:\n        total += v * v\n    return total\n")
+    replies = {}
+    for where in ("host", "graph"):
+        monkeypatch.setenv("SPECCHAT_ARGMAX", where)
+        s = open_session(target=str(tiny_pair[0]), draft=str(tiny_pair[1]), drafter=drafter, k=4, max_tokens=48, ctx=1024)
+        try:
+            replies[where] = s.reply(prompt).tokens
+            assert s.devices["target"]["argmax"] == where
+            if drafter == "draft":
+                assert s.devices["draft"]["argmax"] == where
+        finally:
+            s.close()
+    assert len(replies["host"]) > 20 and replies["graph"] == replies["host"]

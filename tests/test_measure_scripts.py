@@ -101,3 +101,7 @@ def test_gpu_probe_runs_end_to_end_on_the_cpu(tiny_pair, tmp_path):
     report = json.loads((tmp_path / "out" / "probe.json").read_text())
     assert all(run["rc"] == 0 for run in report["runs"].values())
     assert report["runs"]["off target"]["devices"]["target"]["backend"] == "CPU"
+    # Where greedy picks are made, compared both ways: on this CPU the host keeps them.
+    assert any(line.startswith("| bare loop step, target (ms), argmax host |") for line in table)
+    assert any(line.startswith("| off target, argmax where specchat puts it |") for line in table)
+    assert report["runs"]["off target"]["devices"]["target"]["argmax"] == "host"

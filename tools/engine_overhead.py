@@ -4,14 +4,19 @@ The real engine and drafters run over stand-in models that take exactly
 what the H200 took to decode (docs/h200-curves-2026-11-30.json: the 1.5B's
 curve, its bare-loop step of 2.19 ms for one position, the 0.5B's step for
 a drafted token) by waiting on the clock, as a CUDA sync spins, and answer
-with real logits rows of Qwen2.5's 151,936 floats. Everything else is
-specchat's, run for real: drafting, the argmax of each row read, rollback
-bookkeeping, the stats. The model's time is counted apart (timed around
-each call, as `llama.Model` does for t_llama), so what is left is
-specchat's own, against a GPU's step. A prediction from a stand-in, not a
-GPU measurement: tools/gpu_probe.py measures the same share on the device.
+with real logits rows of Qwen2.5's 151,936 floats. Greedy reads only
+argmax tokens, and on a GPU llama.Model has llama.cpp take them in its
+graph, so the stand-ins hand each token back from the "device" as
+llama_get_sampled_token_ith does (the argmax kernel's few microseconds on
+the GPU are not in the curve); with --host-argmax every row read is
+scanned on the host instead, as on the CPU. Everything else is
+specchat's, run for real: drafting, rollback bookkeeping, the stats. The
+model's time is counted apart (timed around each call, as `llama.Model`
+does for t_llama), so what is left is specchat's own, against a GPU's
+step. A prediction from a stand-in, not a GPU measurement:
+tools/gpu_probe.py measures the same share on the device.
 
-    python -m tools.engine_overhead [--tokens 512] [--repeat 5] [--costs docs/h200-curves-2026-11-30.json] [--no-wait]
+    python -m tools.engine_overhead [--tokens 512] [--repeat 5] [--costs docs/h200-curves-2026-11-30.json] [--no-wait] [--host-argmax]
 
 The reply the stand-in target gives copies spans of its prompt between new
 tokens (as a code edit does), so copying drafters find work; the stand-in
@@ -58,8 +63,11 @@ class StandIn:
     """A model that decodes in the time a curve gives and whose greedy token
     after the first p + 1 tokens is text[p + 1] (with `agree` < 1, sometimes another)."""
 
-    def __init__(self, text: list[int], seconds: dict[int, float], agree: float = 1.0, n_ctx: int = 8192):
+    def __init__(self, text: list[int], seconds: dict[int, float], agree: float = 1.0, n_ctx: int = 8192,
+                 graph_argmax: bool = True):
         self.text, self.seconds, self.agree = text, seconds, agree
+        self.graph_argmax = graph_argmax  # greedy reads answered by the "device", as llama.Model on a GPU
+        self.tokens_only = False
         self.known = sorted(seconds)
         self.n_ctx, self.n_vocab = n_ctx, N_VOCAB
         self.tokens: list[int] = []
@@ -89,12 +97,21 @@ class StandIn:
             t = (t * 31 + 1) % N_VOCAB
         return t
 
+    def argmax_only(self, on: bool) -> None:
+        self.tokens_only = on
+
     def logits(self, j: int) -> np.ndarray:
+        assert not self.tokens_only
         return self.rows[j]
 
     def argmax(self, j: int) -> int:
         self.reads += 1
-        return int(np.argmax(self.logits(j)))
+        if self.tokens_only and self.graph_argmax:  # llama_get_sampled_token_ith: one int from the device
+            t0 = time.perf_counter()
+            t = self.winner[j]
+            self.llama_seconds += time.perf_counter() - t0
+            return t
+        return int(np.argmax(self.rows[j]))
 
     def truncate(self, n: int) -> None:
         del self.tokens[n:]
@@ -109,10 +126,11 @@ class StandIn:
         return "".join(f" w{t}" for t in tokens)
 
 
-def turn_at_costs(name: str, k: int, prompt, text, target_curve, draft_step: float, tokens: int):
+def turn_at_costs(name: str, k: int, prompt, text, target_curve, draft_step: float, tokens: int,
+                  graph_argmax: bool = True):
     """One reply of `drafter` over fresh stand-ins: (its stats, its rounds, the rows it read)."""
-    target = StandIn(text, target_curve)
-    draft = StandIn(text, {1: draft_step, 2: draft_step * 1.1}, agree=0.7)
+    target = StandIn(text, target_curve, graph_argmax=graph_argmax)
+    draft = StandIn(text, {1: draft_step, 2: draft_step * 1.1}, agree=0.7, graph_argmax=graph_argmax)
     drafters = Drafters(lambda: draft, SamplingParams())
     engine = Engine(target, drafters.get(name), k=k, costs=drafters.costs,
                     llama_clock=lambda: target.llama_seconds + draft.llama_seconds)
@@ -126,6 +144,7 @@ def main() -> int:
     ap.add_argument("--costs", default=str(ROOT / "docs" / "h200-curves-2026-11-30.json"))
     ap.add_argument("--repeat", type=int, default=5, help="replies per drafter (medians are shown: the CPU is noisy)")
     ap.add_argument("--no-wait", action="store_true", help="stand-ins answer at once: specchat's time with nothing between")
+    ap.add_argument("--host-argmax", action="store_true", help="scan every row read on the host (the CPU's way)")
     args = ap.parse_args()
     costs = probe_costs(json.loads(Path(args.costs).read_text()), "target", "draft", args.costs)
     target_curve, draft_step = costs.points, costs.draft_step
@@ -137,11 +156,13 @@ def main() -> int:
     per_row = min(timeit.repeat(lambda: np.argmax(row), number=200, repeat=5)) / 200
     print(f"stand-ins at {Path(args.costs).name}: a target step {target_curve[1] * 1e3:.2f} ms, "
           f"a draft step {draft_step * 1e3:.2f} ms; {args.tokens} tokens per drafter; "
-          f"the argmax of one row here {per_row * 1e6:.1f} µs\n")
+          f"the argmax of one row here {per_row * 1e6:.1f} µs, taken "
+          f"{'on the host' if args.host_argmax else 'in the graph (on the device)'}\n")
     print(f"{'drafter':>10} {'tok/s':>7} {'α':>6} {'rounds':>6} {'rows read/round':>15} {'specchat µs/round':>18} "
           f"{'share of decode':>16}   (medians of {args.repeat})")
     for name, k in (("off", 1), ("ngram", 16), ("draft", 4), ("auto", 16)):
-        runs = [turn_at_costs(name, k, prompt, text, target_curve, draft_step, args.tokens) for _ in range(args.repeat)]
+        runs = [turn_at_costs(name, k, prompt, text, target_curve, draft_step, args.tokens, not args.host_argmax)
+                for _ in range(args.repeat)]
         own = [(s.t_decode - s.t_llama) / rounds for s, rounds, _ in runs]
         share = [(s.t_decode - s.t_llama) / s.t_decode for s, _, _ in runs]
         s, rounds, reads = runs[0]

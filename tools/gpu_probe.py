@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -36,9 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROMPT = (ROOT / "tests" / "data" / "code_edit_prompt.txt").read_text()
 
 
-def sh(cmd: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
+def sh(cmd: list[str], timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(cmd, 124, e.stdout or "", e.stderr or "")
 
@@ -75,11 +76,12 @@ def llama_tool(tool: str, args: list[str]) -> dict | None:
 # --- specchat ----------------------------------------------------------------------------------------
 
 
-def specchat_run(target: Path, draft: Path, drafter: str, k: int, max_tokens: int) -> dict:
-    """One `specchat run --json` in a fresh process: its stats, and derived figures."""
+def specchat_run(target: Path, draft: Path, drafter: str, k: int, max_tokens: int, argmax: str = "") -> dict:
+    """One `specchat run --json` in a fresh process: its stats, and derived figures.
+    `argmax` ("host" or "graph") overrides where greedy picks are made (SPECCHAT_ARGMAX)."""
     cmd = [sys.executable, "-m", "specchat.cli", "run", PROMPT, "--target", str(target), "--draft", str(draft),
            "--drafter", drafter, "--k", str(k), "--max-tokens", str(max_tokens), "--json"]
-    r = sh(cmd)
+    r = sh(cmd, env={**os.environ, "SPECCHAT_ARGMAX": argmax} if argmax else None)
     if r.returncode != 0:
         return {"rc": r.returncode, "error": r.stderr[-800:]}
     out = json.loads(r.stdout)
@@ -102,24 +104,35 @@ def specchat_run(target: Path, draft: Path, drafter: str, k: int, max_tokens: in
 
 
 def model_facts(path: Path, steps: int) -> dict:
-    """Load time, bare decode loop (the engine's driver, nothing else) and the cost curve."""
+    """Load time, bare greedy decode loop (the engine's driver, nothing else) and
+    the cost curve, both with greedy picks where a greedy turn makes them; then
+    the loop again with each row scanned on the host, to compare."""
     t0 = time.perf_counter()
     m = llama.Model(path, n_ctx=4096)
     load = time.perf_counter() - t0
     text = m.tokenize(PROMPT)
+    m.argmax_only(True)  # as a greedy turn does
+    device = dict(m.device)
     curve = measure_cost_curve(m, text, 17)
-    m.truncate(0)
-    m.eval((text * 4)[:512], n_logits=1)
-    t = m.argmax(0)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        m.eval([t], n_logits=1)
+
+    def loop() -> float:
+        m.truncate(0)
+        m.eval((text * 4)[:512], n_logits=1)
         t = m.argmax(0)
-    step = (time.perf_counter() - t0) / steps
-    device = m.device
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            m.eval([t], n_logits=1)
+            t = m.argmax(0)
+        return (time.perf_counter() - t0) / steps
+
+    step = loop()
+    m.graph_argmax = False
+    m.argmax_only(True)  # the same loop, each row copied back and scanned on the host
+    host_step = loop()
     prompt_tokens = len(m.tokenize(m.apply_template([{"role": "user", "content": PROMPT}])))  # as `run` sends it
     m.close()
-    return {"load_s": load, "prompt_tokens": prompt_tokens, "loop_step_ms": step * 1e3, "loop_tok_s": 1 / step, "device": device,
+    return {"load_s": load, "prompt_tokens": prompt_tokens, "loop_step_ms": step * 1e3, "loop_tok_s": 1 / step,
+            "loop_host_argmax_ms": host_step * 1e3, "device": device,
             "positions": curve.positions, "seconds": curve.seconds, "curve_1_ms": curve.seconds[0] * 1e3}
 
 
@@ -196,6 +209,15 @@ def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
                     f"{fmt(per, '.2f')} at α {fmt(runs[key].get('alpha'), '.2f')}",
                     f"bare loop of the draft model: {fmt(loop, '.2f')}", fmt(r, ".2f"), f"≤ 1.1: {verdict(r, lambda v: v <= 1.1)}"))
     for name in ("target", "draft", "big"):
+        facts = m.get(name, {})
+        loop, host = facts.get("loop_step_ms"), facts.get("loop_host_argmax_ms")
+        out.append((f"bare loop step, {name} (ms), argmax {facts.get('device', {}).get('argmax', 'n/a')}", fmt(loop, ".3f"),
+                    f"each row scanned on the host: {fmt(host, '.3f')}", fmt(ratio(loop, host), ".3f"), "< 1 where it pays"))
+    for key in ("off target", "ngram16 big"):
+        ours, host = runs[key].get("tok_s"), runs[f"{key}, host argmax"].get("tok_s")
+        out.append((f"{key}, argmax where specchat puts it", fmt(ours), f"SPECCHAT_ARGMAX=host: {fmt(host)}",
+                    fmt(ratio(ours, host), ".3f"), "> 1 where it pays"))
+    for name in ("target", "draft", "big"):
         curve_1, loop = m.get(name, {}).get("curve_1_ms"), m.get(name, {}).get("loop_step_ms")
         r = ratio(curve_1, loop)
         out.append((f"cost curve, 1 position, {name} (ms)", fmt(curve_1, ".2f"), f"bare decode step: {fmt(loop, '.2f')}",
@@ -257,10 +279,11 @@ def main() -> int:
     save("tools:", res["tools"])
     plan = {"off target": (T, "off", 1), "draft4 target": (T, "draft", 4), "ngram16 target": (T, "ngram", 16),
             "auto16 target": (T, "auto", 16), "off big": (B, "off", 1), "ngram16 big": (B, "ngram", 16),
-            "auto16 big": (B, "auto", 16), "draft4 big": (B, "draft", 4)}
+            "auto16 big": (B, "auto", 16), "draft4 big": (B, "draft", 4),
+            "off target, host argmax": (T, "off", 1, "host"), "ngram16 big, host argmax": (B, "ngram", 16, "host")}
     res["runs"] = {}
-    for key, (target, drafter, k) in plan.items():
-        res["runs"][key] = specchat_run(target, D, drafter, k, args.max_tokens)
+    for key, (target, drafter, k, *argmax) in plan.items():
+        res["runs"][key] = specchat_run(target, D, drafter, k, args.max_tokens, *argmax)
         save(key, {k: v for k, v in res["runs"][key].items() if k != "stats"})
     print_table(res)
     return 0

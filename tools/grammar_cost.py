@@ -61,6 +61,7 @@ def main() -> None:
         # The reply again, in one batch, with logits at every position.
         n_kv = len(turn.prompt) - 1
         target.truncate(n_kv)
+        target.argmax_only(False)  # every row is read whole
         target.eval([turn.prompt[-1]] + reply[:-1], n_logits=len(reply))
         logits = [np.array(target.logits(j)) for j in range(len(reply))]
         target.truncate(n_kv)

@@ -29,6 +29,10 @@ class FakeModel:
         self._rows: list[np.ndarray] = []
         self.eval_calls = 0
         self.step_seconds = step_seconds  # sleep per eval, to make generation observable
+        self.tokens_only = False  # as llama.Model: while on, logits() is refused
+
+    def argmax_only(self, on: bool) -> None:
+        self.tokens_only = on
 
     def row(self, context: list[int]) -> np.ndarray:
         a = context[-2] if len(context) > 1 else 1
@@ -45,6 +49,7 @@ class FakeModel:
         self._rows = [self.row(self.tokens[: n - n_logits + 1 + j]) for j in range(n_logits)]
 
     def logits(self, j: int) -> np.ndarray:
+        assert not self.tokens_only, "logits() after argmax_only(True)"
         return self._rows[j]
 
     def argmax(self, j: int) -> int:
