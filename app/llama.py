@@ -292,11 +292,11 @@ class Model:
     # --- lifetime -----------------------------------------------------------------
 
     def close(self) -> None:
-        if getattr(self, "ctx", None):  # (_greedy is set right after ctx)
+        if getattr(self, "ctx", None):
             C.llama_batch_free(self.batch)
             C.llama_free(self.ctx)
             C.llama_model_free(self.model)
-            if self._greedy is not None:  # freed after the context that used it
+            if getattr(self, "_greedy", None) is not None:  # freed after the context that used it
                 C.llama_sampler_free(self._greedy)
             self.ctx = self.model = self._greedy = None
 
