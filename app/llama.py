@@ -140,21 +140,24 @@ class Model:
         # Where greedy picks are made once callers read only argmax(): in
         # llama.cpp's graph where the output layer is on a GPU, on the host
         # otherwise (argmax_where says why).
+        # (gpu_probe sets graph_argmax to False to time the host's way too.)
         self.graph_argmax = argmax_where(self.device) == "graph"
         self.tokens_only = False  # callers read only argmax(), not logits()
-        self.device["argmax"] = "host"
-        self._greedy: ctypes.c_void_p | None = None  # the greedy sampler chain, while attached
+        self.device["argmax"] = argmax_where(self.device)
+        self._greedy: int | None = None  # the greedy sampler chain (a pointer), while attached
         self._warm_up()
 
-    def _warm_up(self) -> None:
+    def _warm_up(self) -> bool:
         """The first decodes of each shape are slow (graph set-up); pay that now,
-        so it never lands in a turn's measured rounds. The cache is kept."""
+        so it never lands in a turn's measured rounds. The cache is kept.
+        False if there was no room after the cache to do it."""
         n_kept = len(self.tokens)
         if n_kept + 2 > self.n_ctx:
-            return
+            return False
         for n in (1, 2, 1):
             self.eval([0] * n, n_logits=n)
             self.truncate(n_kept)
+        return True
 
     def argmax_only(self, on: bool) -> None:
         """Say whether callers read only argmax() from now on (greedy, no
@@ -164,18 +167,26 @@ class Model:
         attach = on and self.graph_argmax
         if attach == (self._greedy is not None):
             return
-        chain = None
+        warmed = self._set_greedy(attach)
+        if attach and warmed and C.llama_get_sampled_token_ith(self.ctx, self._out[-1]) < 0:
+            # The device could not take the argmax (llama.cpp attaches the
+            # sampler anyway and leaves its tokens empty): the host keeps it.
+            self.graph_argmax = False
+            self.device["argmax"] = "host"
+            self._set_greedy(False)
+
+    def _set_greedy(self, attach: bool) -> bool:
+        """Attach llama.cpp's greedy sampler chain to the context, or take it
+        off; then warm the changed graph up (_warm_up's answer)."""
+        old, self._greedy = self._greedy, None
         if attach:
-            chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
-            C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy())
-        if not C.llama_set_sampler(self.ctx, 0, chain) and attach:
-            C.llama_sampler_free(chain)  # this backend lacks the op: the host keeps the argmax
-            self.graph_argmax, chain = False, None
-        old, self._greedy = self._greedy, chain
-        self.device["argmax"] = "graph" if chain is not None else "host"
-        self._warm_up()  # the graph changed: its first decodes are slow
+            self._greedy = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+            C.llama_sampler_chain_add(self._greedy, C.llama_sampler_init_greedy())
+        C.llama_set_sampler(self.ctx, 0, self._greedy)
+        warmed = self._warm_up()
         if old is not None:
             C.llama_sampler_free(old)  # only once the graph no longer uses it
+        return warmed
 
     # --- decoding -------------------------------------------------------------
 
@@ -183,7 +194,9 @@ class Model:
         """Decode `tokens` right after the cache; keep logits for the last n_logits."""
         if len(self.tokens) + len(tokens) > self.n_ctx:
             raise SpecchatError("the conversation is longer than the context", hint="raise --ctx or start a new chat")
-        assert self._greedy is None or n_logits <= MAX_ROWS, "the graph's argmax takes at most MAX_ROWS rows"
+        if self._greedy is not None and n_logits > MAX_ROWS:
+            raise SpecchatError(f"one decode can pick at most {MAX_ROWS} greedy tokens in llama.cpp's graph",
+                                hint="draft fewer tokens (--k)")
         first_logit = len(tokens) - n_logits
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]
@@ -226,6 +239,8 @@ class Model:
         t0 = time.perf_counter()
         t = C.llama_get_sampled_token_ith(self.ctx, self._out[j])  # a GPU's decode finishes here
         self.llama_seconds += time.perf_counter() - t0
+        if t < 0:
+            raise SpecchatError("llama.cpp returned no greedy token", hint="set SPECCHAT_ARGMAX=host")
         return t
 
     def truncate(self, n: int) -> None:

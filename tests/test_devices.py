@@ -7,8 +7,10 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from specchat.errors import SpecchatError
 from specchat.llama import argmax_where, placement
 from specchat.loader import placement_warning
 from specchat.stats import device_text
@@ -155,18 +157,37 @@ def test_the_graph_argmax_picks_the_hosts_tokens_and_keeps_the_cache(tiny_pair, 
             m.eval(steps[:5], n_logits=5)
             return steps, [m.argmax(j) for j in range(5)]
 
-        on_host = greedy_then_batch()
-        assert m.device["argmax"] == "host"
+        on_host = greedy_then_batch()  # nobody said argmax_only yet: rows are read on the host
+        assert m._greedy is None and m.device["argmax"] == "graph"  # where greedy turns will pick
         m.argmax_only(True)
-        assert m.device["argmax"] == "graph" and m._greedy is not None
+        assert m._greedy is not None
         assert greedy_then_batch() == on_host
         with pytest.raises(RuntimeError, match="argmax_only"):
             m.logits(0)
+        with pytest.raises(SpecchatError, match="at most 64 greedy tokens"):
+            m.eval([0] * 65, n_logits=65)
         kept = list(m.tokens)
         m.argmax_only(False)  # the sampler comes off and the graph is warmed again, after the cache
-        assert m.tokens == kept and m.device["argmax"] == "host" and m._greedy is None
+        assert m.tokens == kept and m._greedy is None
         assert m.logits(0).shape == (m.n_vocab,)
         assert greedy_then_batch() == on_host
+    finally:
+        m.close()
+
+
+@pytest.mark.real
+def test_where_the_device_gives_no_greedy_token_the_host_keeps_the_argmax(tiny_pair, monkeypatch):
+    from specchat import llama
+
+    monkeypatch.setenv("SPECCHAT_ARGMAX", "graph")
+    # A device without the argmax op: llama.cpp attaches the sampler anyway and its tokens stay empty.
+    monkeypatch.setattr(llama.C, "llama_get_sampled_token_ith", lambda ctx, i: -1)
+    m = llama.Model(tiny_pair[0], n_ctx=512)
+    try:
+        m.argmax_only(True)
+        assert m._greedy is None and not m.graph_argmax and m.device["argmax"] == "host"
+        m.eval(m.tokenize("Hello"), n_logits=1)
+        assert m.argmax(0) == int(np.argmax(m._logits(0)))
     finally:
         m.close()
 
