@@ -137,13 +137,11 @@ class Model:
         self._out: list[int] = []  # batch indices of the logits rows from the last eval
         self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
-        # Where greedy picks are made once callers read only argmax(): in
-        # llama.cpp's graph where the output layer is on a GPU, on the host
-        # otherwise (argmax_where says why).
-        # (gpu_probe sets graph_argmax to False to time the host's way too.)
-        self.graph_argmax = argmax_where(self.device) == "graph"
-        self.tokens_only = False  # callers read only argmax(), not logits()
+        # Where greedy picks are made once callers read only argmax(): "graph"
+        # (llama.cpp's) where the output layer is on a GPU, "host" otherwise
+        # (argmax_where says why).
         self.device["argmax"] = argmax_where(self.device)
+        self.tokens_only = False  # callers read only argmax(), not logits()
         self._greedy: int | None = None  # the greedy sampler chain (a pointer), while attached
         self._warm_up()
 
@@ -159,6 +157,11 @@ class Model:
             self.truncate(n_kept)
         return True
 
+    @property
+    def graph_argmax(self) -> bool:
+        """Greedy picks are made in llama.cpp's graph once callers read only argmax()."""
+        return self.device["argmax"] == "graph"
+
     def argmax_only(self, on: bool) -> None:
         """Say whether callers read only argmax() from now on (greedy, no
         grammar); while on, logits() is refused. Where the graph takes the
@@ -171,7 +174,6 @@ class Model:
         if attach and warmed and C.llama_get_sampled_token_ith(self.ctx, self._out[-1]) < 0:
             # The device could not take the argmax (llama.cpp attaches the
             # sampler anyway and leaves its tokens empty): the host keeps it.
-            self.graph_argmax = False
             self.device["argmax"] = "host"
             self._set_greedy(False)
 
