@@ -73,9 +73,9 @@ class NgramDrafter(Drafter):
     # --- proposing -------------------------------------------------------
 
     def propose(self, context: Sequence[int], k: int, pending: Sequence[int] = ()) -> Draft:
-        """Up to k tokens after `context`, whose last tokens `pending` were
-        proposed by another drafter (hybrid) and are not committed yet (the
-        index never holds them)."""
+        """Up to k tokens after `context` followed by `pending`: tokens another
+        drafter (hybrid) proposed after the committed context, not committed
+        yet (the index never holds them)."""
         self._extend(context)
         found = self.lookup([*context, *pending] if pending else context)
         if found is None:

@@ -319,12 +319,13 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
               Content(""), Content("time split (all replies)")]
     split = {k: sum(t.get(f"t_{k}", 0.0) for t in turns) for k in ("draft", "verify", "plain", "other")}
     total = sum(split.values())
+    colours = {"draft": "$spec-model", "verify": "$primary", "plain": "$text-muted", "other": "$warning"}
     if not total:  # a server's replies: it reports its whole decode time only
         lines.append(Content("        not reported by the server"))
-    colours = {"draft": "$spec-model", "verify": "$primary", "plain": "$text-muted", "other": "$warning"}
-    for name, secs in split.items() if total else ():
-        share = secs / total
-        lines.append(Content.assemble(f"{name:>7} ", (bar(share), colours[name]), f" {share * 100:3.0f}% {secs:.2f}s"))
+    else:
+        for name, secs in split.items():
+            share = secs / total
+            lines.append(Content.assemble(f"{name:>7} ", (bar(share), colours[name]), f" {share * 100:3.0f}% {secs:.2f}s"))
     timed = [t for t in turns if t.get("t_llama") is not None and t.get("t_decode")]
     if timed:  # time inside llama.cpp; what is left is specchat's (Python, drafting, bookkeeping)
         inside = sum(t["t_llama"] for t in timed) / sum(t["t_decode"] for t in timed)
