@@ -26,6 +26,7 @@ draft model agrees with it 70% of the time.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import time
@@ -59,6 +60,12 @@ def script(seed: int, prompt_len: int, reply_len: int) -> tuple[list[int], list[
     return prompt, reply[:reply_len]
 
 
+@functools.cache
+def random_rows() -> np.ndarray:
+    """ROWS logits rows of random floats, made once: every stand-in starts from them."""
+    return np.random.default_rng(0).normal(size=(ROWS, N_VOCAB)).astype(np.float32)
+
+
 class StandIn:
     """A model that decodes in the time a curve gives and whose greedy token
     after the first p + 1 tokens is text[p + 1] (with `agree` < 1, sometimes another)."""
@@ -73,7 +80,7 @@ class StandIn:
         self.tokens: list[int] = []
         self.llama_seconds = 0.0  # the stand-in's own time, apart from specchat's
         self.reads = 0  # logits rows specchat took the argmax of
-        self.rows = np.random.default_rng(0).normal(size=(ROWS, N_VOCAB)).astype(np.float32)
+        self.rows = random_rows().copy()  # changed by eval: each stand-in has its own
         self.winner = [0] * ROWS  # the column each row currently makes the argmax
         self._first = 0  # position of the first logits row of the last eval
 
@@ -152,7 +159,7 @@ def main() -> int:
         target_curve, draft_step = {n: 0.0 for n in target_curve}, 0.0
     prompt, reply = script(0, 600, args.tokens + 64)
     text = prompt + reply
-    row = StandIn(text, target_curve).rows[0]
+    row = random_rows()[0]
     per_row = min(timeit.repeat(lambda: np.argmax(row), number=200, repeat=5)) / 200
     print(f"stand-ins at {Path(args.costs).name}: a target step {target_curve[1] * 1e3:.2f} ms, "
           f"a draft step {draft_step * 1e3:.2f} ms; {args.tokens} tokens per drafter; "
