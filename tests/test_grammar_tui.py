@@ -16,11 +16,7 @@ from tests.support.tui import TinyPair, make_app, ready, rendered_by_colour, spa
 
 SCHEMA = Path(__file__).parent / "data" / "person.schema.json"
 GRAMMAR_COLOUR = DARK_THEME.variables["spec-grammar"]
-
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("specchat_home")  # settings and history under tmp_path
 
 
 def status(app) -> str:

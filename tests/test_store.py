@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
 
 from specchat import store
 from specchat.catalog import ModelFile, load_catalog
 from specchat.errors import SpecchatError
+from tests.support.hostile import put
 
 PAIRS = """
 [pairs.one]
@@ -20,19 +20,6 @@ draft = { repo = "org/small-GGUF", filename = "small.gguf" }
 target = { repo = "org/other-GGUF", filename = "other.gguf" }
 draft = { repo = "org/small-GGUF", filename = "small.gguf" }
 """
-
-
-def put(f: ModelFile, data: bytes, record: bool = True) -> Path:
-    """Place a file in the store the way pull does."""
-    path = store.file_path(f)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = store.partial_path(path)
-    partial.write_bytes(data)
-    if record:
-        store.install(partial, f, sha256=hashlib.sha256(data).hexdigest(), size=len(data), source="hub")
-    else:
-        partial.rename(path)
-    return path
 
 
 @pytest.fixture

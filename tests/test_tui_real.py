@@ -11,12 +11,7 @@ from specchat.config import Settings
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, StatusBar
 from tests.support.tui import DARK, TinyPair, make_app, rendered_by_colour, spans_text, wait_until
 
-pytestmark = pytest.mark.real
-
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("specchat_home")]  # settings and history under tmp_path
 
 
 async def test_real_pair_streams_accepted_drafts_and_alpha(tmp_path, tiny_pair):

@@ -15,14 +15,9 @@ from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, Stats
 from tests.support.tui import DARK, make_app, rendered_by_colour, spans_text, wait_until
 from test_server import acceptance_lines
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("specchat_home")]  # settings and history under tmp_path
 
 PROMPT = "Write the numbers from 1 to 30 separated by commas."
-
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
 
 
 @pytest.fixture(scope="module")

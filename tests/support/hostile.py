@@ -79,13 +79,17 @@ def chat_headless(patch: str, home) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, "chat"], capture_output=True, env=env, timeout=120)
 
 
-def put(f: ModelFile, data: bytes) -> Path:
-    """Place a verified file in the store the way pull does."""
+def put(f: ModelFile, data: bytes, record: bool = True) -> Path:
+    """Place a file in the store the way pull does: verified, or (record=False)
+    without the record that says so."""
     path = store.file_path(f)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = store.partial_path(path)
     partial.write_bytes(data)
-    store.install(partial, f, sha256=hashlib.sha256(data).hexdigest(), size=len(data), source="hub")
+    if record:
+        store.install(partial, f, sha256=hashlib.sha256(data).hexdigest(), size=len(data), source="hub")
+    else:
+        partial.rename(path)
     return path
 
 
