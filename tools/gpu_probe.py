@@ -1,13 +1,14 @@
-"""Every figure of the GPU issue on one machine, with llama.cpp's own tools
-beside specchat, in one run (a few minutes on an H200).
+"""specchat's GPU figures beside llama.cpp's own tools, in one run (a few minutes on an H200).
 
-On the device, from the project's root, with ../shared/gpu copied to .gpu:
+From the repository root, on the GPU machine:
 
-    bash .gpu/setup.sh && bash .gpu/models.sh && source /tmp/gpu-env && \\
-        python3 tools/gpu_probe.py /tmp/m "$OUT"
+    python3 tools/gpu_probe.py DIR OUT [--max-tokens 256]
 
-DIR holds target.gguf (the default pair's 1.5B shapes), draft.gguf (0.5B)
-and big.gguf (7B shapes); llama-bench, llama-lookup and
+It needs a CUDA build of llama-cpp-python (its libraries may come from
+LLAMA_CPP_LIB_PATH), and DIR holding target.gguf (the default pair's 1.5B,
+or a model with its shapes), draft.gguf (the 0.5B) and big.gguf (a 7B);
+docs/gpu.md says how to make models with the real shapes where real weights
+cannot reach the machine. llama-bench, llama-lookup and
 llama-speculative-simple come from PATH (missing ones print n/a). It prints
 a Markdown table, each row with what it compares and the bar it must meet,
 and writes every figure to OUT/probe.json.
@@ -159,7 +160,7 @@ def verdict(value, ok) -> str:
 
 
 def rows(res: dict) -> list[tuple[str, str, str, str, str]]:
-    """(what, specchat, reference, ratio, bar) per figure of the issue."""
+    """(what, specchat, reference, ratio, bar) per figure."""
     # A run cut short leaves a partial probe.json: what is missing prints n/a.
     m, tools = res.get("models", {}), res.get("tools", {})
     runs = defaultdict(dict, res.get("runs", {}))

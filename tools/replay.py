@@ -4,9 +4,9 @@ instead of a 47-minute bench, and no timing noise; a prediction, labelled
 as a replay, never a measurement.
 
     python tools/replay.py                        # the CPU bench report and its own curve
-    python tools/replay.py --costs ../shared/gpu/h200-curves-2026-11-30.json \\
+    python tools/replay.py --costs docs/h200-curves-2026-11-30.json \\
         --target target --draft draft             # the default pair's shapes on an H200
-    python tools/replay.py --costs ../shared/gpu/h200-curves-2026-11-30.json \\
+    python tools/replay.py --costs docs/h200-curves-2026-11-30.json \\
         --target big --draft draft                # a 7B target with the 0.5B draft
 
 Greedy replies do not depend on the drafter, so every draft can be judged
@@ -18,10 +18,11 @@ come from the curve file:
 
 - a bench report (`specchat bench --json`): its `cost_curve`; a draft-model
   step costs the bench's measured drafting time per drafted token;
-- a probe file (`tools/gpu_probe.py`'s curves.json, or the kit's
-  h200-curves): each model's curve, with the bare decode loop's step as the
-  1-position cost (the step of an off-mode stream) and the draft model's
-  bare-loop step as its cost per drafted token.
+- a curves file (docs/h200-curves-2026-11-30.json; the `models` object of
+  `tools/gpu_probe.py`'s probe.json has the same shape): each model's
+  curve, with the bare decode loop's step as the 1-position cost (the step
+  of an off-mode stream) and the draft model's bare-loop step as its cost
+  per drafted token.
 
 Policies, as speedups over plain decoding:
 
