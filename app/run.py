@@ -1,11 +1,17 @@
 """`specchat run`: one reply, streamed with its speculation colours, then
 one stats line; or, with --json, one object with every figure.
 
-The model's text reaches the terminal through `safe_text` (or `safe_json`):
-a token that holds ESC shows as ␛, it never drives the terminal."""
+Where the output goes is `Output`'s rule, for `run --server` too: on a
+terminal, the coloured rounds (rejected drafts struck through) and the stats
+on stdout; piped or redirected, stdout carries exactly the reply, as
+--json's "text" has it, and one line end, and the stats go to stderr.
+
+On a terminal the model's text goes through `safe_text`: a token that holds
+ESC shows as ␛, it never drives the terminal. Off one it is data, exact."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 from rich.console import Console
@@ -25,6 +31,40 @@ def round_text(r: Round) -> Text:
     for s in round_spans(r):
         out.append(safe_text(s["text"]), span_style(s["kind"], s["drafter"], SPEC_DEFAULTS.get))
     return out
+
+
+class Output:
+    """Where `run` writes. A terminal is what rich takes for one (so
+    FORCE_COLOR or TTY_COMPATIBLE=1 make a pipe one)."""
+
+    def __init__(self) -> None:
+        self.screen = Console(highlight=False, soft_wrap=True)
+        self.live = self.screen.is_terminal
+        self.notes = self.screen if self.live else Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def round(self, r: Round) -> None:
+        """A round as it is decoded: shown on a terminal, held back off one."""
+        if self.live:
+            self.screen.print(round_text(r), end="")
+
+    def reply(self, text: str) -> None:
+        """The turn's end: a line end after the rounds on a terminal; off one
+        the whole reply, byte for byte what --json's "text" decodes to."""
+        if self.live:
+            self.screen.print()
+            return
+        exact = json.loads(safe_json(text)) + "\n"  # the text --json writes (a lone surrogate as U+FFFD)
+        sys.stdout.flush()
+        raw = getattr(sys.stdout, "buffer", None)  # UTF-8 whatever the locale; a test's StringIO has none
+        if raw is not None:
+            raw.write(exact.encode("utf-8"))
+        else:
+            sys.stdout.write(exact)
+        sys.stdout.flush()
+
+    def note(self, line: str, style: str = "dim") -> None:
+        """A line about the reply (stats, the constraint, why it stopped)."""
+        self.notes.print(Text(safe_text(line), style=style))
 
 
 def stats_line(s: TurnStats, drafter: str, choices: dict[str, int] | None = None) -> str:
@@ -87,20 +127,18 @@ def constraint_line(report: dict) -> str:
 
 
 def run_once(session: ChatSession, prompt: str, *, json_out: bool, identical: bool) -> int:
-    console = Console(highlight=False, soft_wrap=True)
-    live = not json_out
-    on_round = (lambda r: console.print(round_text(r), end="")) if live else None
-    turn = session.reply(prompt, on_round=on_round)
+    out = None if json_out else Output()
+    turn = session.reply(prompt, on_round=out.round if out else None)
     if identical:
         check_identical(session, turn)
-    if json_out:
+    if out is None:
         sys.stdout.write(safe_json(as_json(session, turn)) + "\n")
         return 0
-    console.print()
-    console.print(Text(stats_line(turn.stats, session.drafter_name, auto_choices(session)), style="dim"))
+    out.reply(turn.text)
+    out.note(stats_line(turn.stats, session.drafter_name, auto_choices(session)))
     report = constraint_report(session, turn)
     if report is not None:
-        console.print(Text(safe_text(constraint_line(report)), style="dim" if report["valid"] else "yellow"))
+        out.note(constraint_line(report), "dim" if report["valid"] else "yellow")
     if turn.finish == "context":
-        console.print(Text("stopped: the context is full", style="yellow"))
+        out.note("stopped: the context is full", "yellow")
     return 0

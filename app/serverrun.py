@@ -1,6 +1,7 @@
 """`specchat run --server URL`: one reply from a llama.cpp server, streamed
-with the colours its counters allow, then one stats line; or, with --json,
-one object with every figure and the server's own timings verbatim.
+with the colours its counters allow, then one stats line (where each goes,
+on a terminal or off one, is run.Output's rule); or, with --json, one object
+with every figure and the server's own timings verbatim.
 
 A stream cut mid-reply prints what arrived, then the error, and exits 1."""
 
@@ -8,14 +9,11 @@ from __future__ import annotations
 
 import sys
 
-from rich.console import Console
-from rich.text import Text
-
 from specchat.errors import SpecchatError
-from specchat.run import round_text
+from specchat.run import Output
 from specchat.server_session import ServerSession, ServerTurn
 from specchat.stats import stats_fields
-from specchat.textsafe import safe_json, safe_text
+from specchat.textsafe import safe_json
 
 
 def as_json(session: ServerSession, turn: ServerTurn) -> dict:
@@ -34,15 +32,15 @@ def as_json(session: ServerSession, turn: ServerTurn) -> dict:
 
 
 def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseline: bool = False) -> int:
-    console = Console(highlight=False, soft_wrap=True)
-    on_chunk = None if json_out else (lambda c: console.print(round_text(c), end=""))  # a Chunk reads as a Round
-    turn = session.reply(prompt, on_round=on_chunk)  # with --baseline, decoded again with speculation off
-    if json_out:
+    out = None if json_out else Output()
+    # A Chunk reads as a Round. With --baseline, the turn is decoded again with speculation off.
+    turn = session.reply(prompt, on_round=out.round if out else None)
+    if out is None:
         sys.stdout.write(safe_json(as_json(session, turn)) + "\n")
     else:
-        console.print()
+        out.reply(turn.text)
         line = " · ".join(text for _, text in stats_fields(turn.stats.to_dict()))
-        console.print(Text(safe_text(f"{session.info.model} on {session.info.url} · {line}"), style="dim"))
+        out.note(f"{session.info.model} on {session.info.url} · {line}")
     if turn.finish == "cut":
         raise SpecchatError(f"{turn.error}; the partial reply ({len(turn.text)} characters) is kept",
                             hint="check the server's log; it may have crashed or been stopped")
