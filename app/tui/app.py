@@ -29,7 +29,8 @@ from specchat.tui.actions import ACTIONS, ChatActions, SpecchatCommands
 from specchat.tui.conversation import Conversation
 from specchat.tui.screens import PullScreen
 from specchat.tui.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, RoundFeed, RoundsReady
-from specchat.tui.widgets import AssistantMessage, PromptInput, Status, StatsPanel, StatusBar, UserMessage
+from specchat.tui.widgets import (AssistantMessage, PromptInput, Status, StatsPanel, StatusBar, UserMessage,
+                                  stored_message)
 
 
 @dataclass
@@ -327,14 +328,7 @@ class SpecchatApp(ChatActions, App):
         conv = self.conversation.open(conv_id)
         chat = self.query_one("#chat", VerticalScroll)
         chat.remove_children()
-        widgets = []
-        for m in conv.messages:
-            if m.role == "user":
-                widgets.append(UserMessage(m.content))
-            else:
-                spans = m.spans or [{"text": m.content, "kind": "target", "drafter": "target"}]
-                widgets.append(AssistantMessage(spans, m.stats or {}, m.finish, self.show_rejected))
-        chat.mount_all(widgets)
+        chat.mount_all(stored_message(m, self.show_rejected) for m in conv.messages)
         chat.scroll_end(animate=False)
         self._refresh_panel()
         self._set_status()

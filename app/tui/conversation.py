@@ -63,12 +63,14 @@ class Conversation:
         self._drop_last("user")
 
     def open(self, conv_id: int) -> StoredConversation:
-        """Reopen a stored conversation; returns it for the widgets to render."""
+        """Reopen a stored conversation; returns it for the widgets to render.
+        A message that could not be read is shown marked, and left out of the prompt."""
         conv = self.history.load(conv_id)
         self.id = conv.id
-        self.turns = [m.stats for m in conv.messages if m.role == "assistant" and m.stats]
+        readable = [m for m in conv.messages if not m.problem]
+        self.turns = [m.stats for m in readable if m.role == "assistant" and m.stats]
         if self.session is not None:
-            self.session.replace_messages([{"role": m.role, "content": m.content} for m in conv.messages])
+            self.session.replace_messages([{"role": m.role, "content": m.content} for m in readable])
         return conv
 
     def new(self) -> None:

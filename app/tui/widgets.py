@@ -1,5 +1,6 @@
-"""The chat's widgets: messages, the colour-coded reply, its stats line, the
-status bar, the stats panel and the prompt input.
+"""The chat's widgets: messages (a stored one that could not be read is
+marked in its place), the colour-coded reply, its stats line, the status
+bar, the stats panel and the prompt input.
 
 A reply is a list of spans ({text, kind, drafter}, as `specchat.stats.spans`
 makes them). Styles name theme variables ($spec-accepted, ...), which Textual
@@ -18,6 +19,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Markdown, Sparkline, Static, TextArea
 
+from specchat.history import Message as Stored
 from specchat.stats import device_text, merge_spans, number, stats_fields
 from specchat.textsafe import safe_text
 from specchat.themes import span_style
@@ -75,6 +77,24 @@ class UserMessage(Static):
     def __init__(self, text: str) -> None:
         super().__init__(Content(safe_text(text)), classes="user-message")
         self.text = text
+
+
+class UnreadableMessage(Static):
+    """A stored message that could not be read, marked in its place in one line."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__(Content.styled(safe_text(marker), "italic $warning"), classes="unreadable-message")
+        self.text = marker
+
+
+def stored_message(msg: Stored, show_rejected: bool) -> Static | AssistantMessage:
+    """The widget for one message of a reopened conversation."""
+    if msg.problem:
+        return UnreadableMessage(msg.marker)
+    if msg.role == "user":
+        return UserMessage(msg.content)
+    spans = msg.spans or [{"text": msg.content, "kind": "target", "drafter": "target"}]
+    return AssistantMessage(spans, msg.stats or {}, msg.finish, show_rejected)
 
 
 CHUNK_CHARS = 240  # a reply is shown in chunks of about this size, split at newlines
