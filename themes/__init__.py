@@ -17,16 +17,28 @@ User themes are TOML files in `<config dir>/themes/`, one theme per file:
     primary = "#268bd2"         # any Theme field: secondary, background, dark, ...
     [variables]
     spec-accepted = "#859900"
+
+Every key of a user theme is checked here, before Textual sees it
+(`theme_from_toml`): the name is plain words (it is listed in the palette),
+each colour parses as one, a variable is one specchat or Textual knows and
+holds what its default holds (a colour, or a text style such as "bold"),
+numbers are finite shares. A theme that fails is refused whole, with one
+line naming its file, key and value; the app starts on the default.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import fields
+from functools import cache
 from pathlib import Path
 
 from textual.color import Color, ColorParseError
+from textual.css.constants import VALID_STYLE_FLAGS
 from textual.theme import Theme
+
+from specchat.textsafe import safe_text
 
 SPEC_VARIABLES = ("spec-accepted", "spec-rejected", "spec-ngram", "spec-model", "spec-grammar", "spec-good", "spec-bad")
 
@@ -141,6 +153,8 @@ _THEME_FIELDS = {f.name for f in fields(Theme)}
 _KINDS = {"name": (str, "a string"), "dark": (bool, "true or false"), "ansi": (bool, "true or false"),
           "luminosity_spread": ((int, float), "a number"), "text_alpha": ((int, float), "a number"),
           "variables": (dict, "a table")}
+_NAME = re.compile(r"[\w.+-]+( [\w.+-]+)*")  # shown in the palette: words, never markup
+_HINTS = {"colour": 'a colour (try "#268bd2")', "style": 'a text style (try "bold underline")'}
 
 
 def span_style(kind: str, drafter: str, resolve=lambda var: f"${var}") -> str:
@@ -174,17 +188,10 @@ def theme_from_toml(text: str, default_name: str) -> Theme:
         raise ValueError(f"unknown key {unknown[0]!r}")
     if "primary" not in data:
         raise ValueError("missing 'primary' colour")
-    for key, value in data.items():
-        kind, what = _KINDS.get(key, (str, "a colour"))
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            raise ValueError(f"{key} should be {what}, not {value!r}")
-        if key not in _KINDS:
-            _colour(key, value)
-    variables = {**SPEC_DEFAULTS, **{str(k): str(v) for k, v in data.get("variables", {}).items()}}
-    for key in SPEC_VARIABLES:
-        _colour(f"variables.{key}", variables[key])
     data.setdefault("name", default_name)
-    data["variables"] = variables
+    for key, value in data.items():
+        _check(key, value)
+    data["variables"] = {**SPEC_DEFAULTS, **data.get("variables", {})}
     theme = Theme(**data)
     try:
         theme.to_color_system().generate()  # what Textual does when the theme is chosen
@@ -193,11 +200,52 @@ def theme_from_toml(text: str, default_name: str) -> Theme:
     return theme
 
 
-def _colour(key: str, value: str) -> None:
+def _check(key: str, value) -> None:
+    """One key of a theme file, as Textual will use it."""
+    kind, what = _KINDS.get(key, (str, "a colour"))
+    if key not in _KINDS:
+        _value(key, value, "colour")
+    elif not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise ValueError(f"{key} should be {what}, not {value!r}")
+    elif key == "name" and not (len(value) <= 64 and _NAME.fullmatch(value)):
+        raise ValueError(f"name = {value!r} is not a theme name (letters, digits, spaces and - _ . +)")
+    elif key in ("luminosity_spread", "text_alpha") and not 0 <= value <= 1:  # NaN and inf fail too
+        raise ValueError(f"{key} = {value!r} is not a number from 0 to 1")
+    elif key == "variables":
+        forms = _variable_forms()
+        for name, held in value.items():
+            if name not in forms:
+                raise ValueError(f"unknown variable {name!r}")
+            _value(f"variables.{name}", held, forms[name])
+
+
+def _value(key: str, value, default_form: str) -> None:
+    """A colour, or a variable's value: of the form its default has ("auto 87%"
+    and "initial" defaults take a colour too)."""
+    form = _form(value)
+    if form != default_form and not (form == "colour" and default_form in ("auto", "initial")):
+        raise ValueError(f"{key} = {value!r} is not {_HINTS.get(default_form, _HINTS['colour'])}")
+
+
+def _form(value) -> str | None:
+    """What a value is, as Textual's styles read it: colour, style, auto, initial, or None."""
+    if not isinstance(value, str):
+        return None
+    if value == "initial" or re.fullmatch(r"auto( \d{1,3}%)?", value):
+        return value.split()[0]
+    if re.fullmatch(r"[a-z]+( [a-z]+)*", value) and set(value.split()) <= VALID_STYLE_FLAGS:
+        return "style"
     try:
         Color.parse(value)
     except ColorParseError:
-        raise ValueError(f"{key} = {value!r} is not a colour (try \"#268bd2\")") from None
+        return None
+    return "colour"
+
+
+@cache
+def _variable_forms() -> dict[str, str | None]:
+    """Every theme variable specchat or Textual knows, and the form of its default."""
+    return {name: _form(value) for name, value in {**DARK.to_color_system().generate(), **SPEC_DEFAULTS}.items()}
 
 
 def load_user_themes(folder: Path) -> tuple[list[Theme], list[str]]:
@@ -209,5 +257,5 @@ def load_user_themes(folder: Path) -> tuple[list[Theme], list[str]]:
         try:
             themes.append(theme_from_toml(path.read_text(encoding="utf-8"), path.stem))
         except (ValueError, TypeError, OSError) as err:  # UnicodeDecodeError is a ValueError
-            errors.append(f"theme {path}: {err}; not loaded")
+            errors.append(safe_text(f"theme {path}: {err}; not loaded"))
     return themes, errors
