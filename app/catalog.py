@@ -87,7 +87,11 @@ class Catalog:
         return list(self.pairs)
 
     def get(self, name: str | None) -> Pair:
-        name = name or self.default
+        """The pair called `name`; None means the default pair (an empty name
+        is a mistake, never the default: `pull ""` must not fetch 1.6 GB)."""
+        if name is not None and not name.strip():
+            raise SpecchatError("the pair name is empty", hint="name a pair (known pairs: " + ", ".join(self.names()) + ")")
+        name = self.default if name is None else name
         if name not in self.pairs:
             raise SpecchatError(
                 f"unknown pair '{name}'",

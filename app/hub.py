@@ -24,11 +24,12 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 from specchat import __version__
 from specchat.catalog import ModelFile
 from specchat.errors import SpecchatError
+from specchat import store
 from specchat.store import read_json, write_json
 
 HEAD_TIMEOUT = 8.0  # seconds; an unreachable Hub should not hold up the mirror
@@ -123,24 +124,27 @@ def open_stream(f: ModelFile, hf: HubFile, start: int = 0) -> http.client.HTTPRe
 
 
 def download(f: ModelFile, hf: HubFile, partial: Path, expected_sha256: str, on_bytes: Callable[[int], None]) -> tuple[str, int]:
-    """Fetch the file into `partial`, resuming what an earlier run left there.
+    """Fetch the file into `partial`, resuming what an earlier run left there
+    (only a file the store made itself: see store.open_partial).
 
     Returns (sha256, size) of what `partial` now holds. A cut connection
     raises HubError(kind="cut") and leaves the partial file for the next run.
     """
     meta_path = partial.with_name(partial.name + ".json")
     meta = {"sha256": expected_sha256, "size": hf.size}
-    start = partial.stat().st_size if partial.is_file() and read_json(meta_path) == meta else 0
+    start = store.resumable_size(partial) if read_json(meta_path) == meta else 0
     if hf.size is not None and start > hf.size:
         start = 0
     write_json(meta_path, meta)
     digest = hashlib.sha256()
-    if start:
-        _hash_prefix(partial, start, digest)
-        on_bytes(start)
-    if hf.size is None or start < hf.size:
-        digest = _stream_into(f, hf, partial, start, digest, on_bytes)
-    size = partial.stat().st_size
+    with store.open_partial(partial, resume=bool(start)) as out:
+        start = min(start, os.fstat(out.fileno()).st_size)  # 0 when a new file replaced a stray
+        if start:
+            _hash_prefix(out, start, digest)
+            on_bytes(start)
+        if hf.size is None or start < hf.size:
+            digest = _stream_into(f, hf, out, start, digest, on_bytes)
+        size = os.fstat(out.fileno()).st_size
     if hf.size is not None and size < hf.size:
         raise HubError(
             f"the download of {f.filename} was cut at {size} of {hf.size} bytes",
@@ -150,12 +154,12 @@ def download(f: ModelFile, hf: HubFile, partial: Path, expected_sha256: str, on_
     return digest.hexdigest(), size
 
 
-def _stream_into(f: ModelFile, hf: HubFile, partial: Path, start: int, digest, on_bytes):
+def _stream_into(f: ModelFile, hf: HubFile, out: BinaryIO, start: int, digest, on_bytes):
     resp = open_stream(f, hf, start)
     if resp.status == 200 and start:  # the server ignored Range: start over
         on_bytes(-start)
         start, digest = 0, hashlib.sha256()
-    with resp, open(partial, "r+b" if start else "wb") as out:
+    with resp:
         out.seek(start)
         out.truncate()
         while True:
@@ -168,17 +172,18 @@ def _stream_into(f: ModelFile, hf: HubFile, partial: Path, start: int, digest, o
             out.write(chunk)  # a full disk raises here, not above
             digest.update(chunk)
             on_bytes(len(chunk))
+    out.flush()
     return digest
 
 
-def _hash_prefix(path: Path, length: int, digest) -> None:
-    with open(path, "rb") as src:
-        while length > 0:
-            chunk = src.read(min(CHUNK, length))
-            if not chunk:
-                break
-            digest.update(chunk)
-            length -= len(chunk)
+def _hash_prefix(src: BinaryIO, length: int, digest) -> None:
+    src.seek(0)
+    while length > 0:
+        chunk = src.read(min(CHUNK, length))
+        if not chunk:
+            break
+        digest.update(chunk)
+        length -= len(chunk)
 
 
 # --- HTTP -----------------------------------------------------------------------------

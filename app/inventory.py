@@ -5,6 +5,8 @@ and `specchat rm` (delete what no other pulled pair needs).
 
 from __future__ import annotations
 
+import os
+
 from rich import filesize
 from rich.console import Console
 
@@ -15,6 +17,13 @@ from specchat.pull import UI
 from specchat.textsafe import safe_json, safe_text
 
 
+_WHY = {
+    "damaged": "changed on disk: its sha256 no longer matches",
+    "unverified": "no verification record",
+    "foreign": "a link or a folder, not a file the store made",
+}
+
+
 def verify_models(console: Console | None = None) -> int:
     """`specchat models --verify`: hash every pulled file again, whatever its
     mtime says, with a progress bar. Returns 1 when a file failed."""
@@ -23,7 +32,7 @@ def verify_models(console: Console | None = None) -> int:
     files: dict[str, tuple[ModelFile, list[str]]] = {}
     for pair in catalog.pairs.values():
         for _, f in pair.roles():
-            if store.file_path(f).is_file():
+            if os.path.lexists(store.file_path(f)):  # a link too: it is reported, not followed
                 files.setdefault(f.store_key, (f, []))[1].append(pair.name)
     if not files:
         console.print(safe_text(f"nothing pulled in {store.store_root()}"), markup=False)
@@ -31,14 +40,13 @@ def verify_models(console: Console | None = None) -> int:
     ui, failed = UI(True, console), 0
     for f, pairs in files.values():
         path = store.file_path(f)
-        with ui.bar(f"hashing {f.filename}", path.stat().st_size) as bar:
+        with ui.bar(f"hashing {f.filename}", os.lstat(path).st_size) as bar:
             state = store.check(f, rehash=True, on_bytes=bar.advance)
         if state == "verified":
             ui.say(f"ok       {path}")
         else:
             failed += 1
-            why = "changed on disk: its sha256 no longer matches" if state == "damaged" else "no verification record"
-            ui.say(f"FAILED   {path}: {why}; fix: specchat pull {pairs[0]}")
+            ui.say(f"FAILED   {path}: {_WHY.get(state, state)}; fix: specchat pull {pairs[0]}")
     ui.say(f"{len(files) - failed} of {len(files)} files verified")
     return 1 if failed else 0
 
@@ -82,6 +90,8 @@ def _file_lines(role: str, f: dict, pair: str) -> list[str]:
         state = f"verified, from {f['source']}"
     elif state == "damaged":
         state = f"DAMAGED: changed on disk, its sha256 no longer matches; fix: specchat pull {pair}"
+    elif state == "foreign":
+        state = f"FOREIGN: {_WHY['foreign']}; fix: specchat pull {pair}"
     else:
         state += ", from the Hub or the PyPI mirror" if f["mirror"] else ", from the Hub only"
     return [f"    {role:<7} {size:>9}  {state}", f"{'':>21}{f['path']}"]

