@@ -10,6 +10,7 @@ resolves at render time, so a theme switch recolours every reply.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from textual import events
@@ -356,8 +357,29 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
 # --- prompt input -----------------------------------------------------------------
 
 
+_DRAWS_NOTHING = "\u115f\u1160\u2800\u3164\uffa0"  # letters that draw nothing (fillers, the blank braille cell)
+
+
+def blank(text: str) -> bool:
+    """Nothing visible: only whitespace, control and format characters
+    (zero-width spaces, joiners, a BOM) and blank fillers. No message."""
+    return all(ch.isspace() or ch in _DRAWS_NOTHING or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+               for ch in text)
+
+
 class PromptInput(TextArea):
-    """Enter sends; shift+enter or ctrl+j inserts a newline."""
+    """Enter sends; shift+enter or ctrl+j inserts a newline. Text with nothing
+    visible in it is not sent (a notice says so).
+
+    Typed characters go in a burst at a time (`FLUSH_SECONDS`), before any
+    other key: each edit re-wraps the whole line and re-measures the text, so
+    text arriving as keystrokes (a paste without bracketed paste) took time
+    growing with its square when it went in a key at a time. The prompt holds
+    at most `MAX_CHARS`: typing past it is left out, and a longer paste is
+    refused, each with a notice."""
+
+    MAX_CHARS = 65_536
+    FLUSH_SECONDS = 1 / 60
 
     @dataclass
     class Submitted(Message):
@@ -365,14 +387,27 @@ class PromptInput(TextArea):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)
+        self._typed: list[str] = []  # characters typed since the last burst went in
+        self._full = False  # the last burst did not fit (its notice is showing)
 
     async def _on_key(self, event: events.Key) -> None:
+        if event.is_printable and event.character and not self.read_only:
+            event.prevent_default()
+            event.stop()
+            self._restart_blink()
+            if not self._typed:
+                self.set_timer(self.FLUSH_SECONDS, self.flush_typed)
+            self._typed.append(event.character)
+            return
+        self.flush_typed()
         if event.key == "enter":
             event.prevent_default()
             event.stop()
             text = self.text.strip()
-            if text:
+            if not blank(text):
                 self.post_message(self.Submitted(text))
+            elif self.text:
+                self.app.notify("nothing to send: the message has no visible text", severity="warning", timeout=4)
             return
         if event.key in ("shift+enter", "ctrl+j", "alt+enter"):
             event.prevent_default()
@@ -380,3 +415,32 @@ class PromptInput(TextArea):
             self.insert("\n")
             return
         await super()._on_key(event)
+
+    def flush_typed(self) -> None:
+        """Insert the characters typed since the last burst, as far as the prompt has room."""
+        if not self._typed:
+            return
+        text, self._typed = "".join(self._typed), []
+        start, end = self.selection
+        room = self.MAX_CHARS - len(self.text) + len(self.get_text_range(start, end))
+        if len(text) > room and not self._full:  # said once until the prompt has room again
+            self.app.notify(f"the prompt holds at most {self.MAX_CHARS:,} characters: what was typed past that "
+                            "is left out", severity="warning", timeout=10)
+        self._full = len(text) > room
+        if room > 0:
+            self._replace_via_keyboard(text[:room], start, end)
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        """Before TextArea's own paste (Textual calls it next): typed keys go
+        in first, and a paste the prompt has no room for is refused."""
+        self.flush_typed()
+        start, end = self.selection
+        if len(self.text) - len(self.get_text_range(start, end)) + len(event.text) > self.MAX_CHARS:
+            event.prevent_default()
+            event.stop()
+            self.app.notify(f"the paste ({len(event.text):,} characters) would make the prompt longer than the "
+                            f"{self.MAX_CHARS:,} characters it holds: nothing was pasted", severity="warning", timeout=10)
+
+    def load_text(self, text: str) -> None:
+        self._typed = []  # replaced with the rest, as if they had gone in first
+        super().load_text(text)
