@@ -9,6 +9,7 @@ settings file turns that error into a warning and keeps its default.
 from __future__ import annotations
 
 import math
+import os
 
 from specchat.drafters import K_MAX, K_MIN, NAMES, NEEDS_CONSTRAINT
 from specchat.errors import SpecchatError
@@ -16,6 +17,12 @@ from specchat.errors import SpecchatError
 # The smallest context worth opening: a chat template, a short message and a
 # few tokens of reply. llama.cpp asserts on much smaller ones.
 CTX_MIN = 256
+# The largest count llama.cpp's C ints take (tokens, layers, a server's fields).
+INT_MAX = 2**31 - 1
+# llama.cpp's seed is a 32-bit unsigned number.
+SEED_MAX = 2**32 - 1
+# ggml's most threads (GGML_MAX_N_THREADS); llama.cpp crashes above it.
+GGML_THREADS = 512
 
 
 def _bad(flag: str, value: object, rule: str, hint: str) -> SpecchatError:
@@ -60,10 +67,17 @@ def top_p(value: float, flag: str = "--top-p") -> float:
     return value
 
 
-def top_k(value: int, flag: str = "--top-k") -> int:
-    if value < 0:
-        raise _bad(flag, value, "it must be ≥ 0", "0 turns top-k off; 40 is a common choice")
+def _at_most(flag: str, value: int, most: int, hint: str) -> int:
+    if value > most:
+        raise _bad(flag, value, f"it must be at most {most}", hint)
     return value
+
+
+def top_k(value: int, flag: str = "--top-k") -> int:
+    hint = "0 turns top-k off; 40 is a common choice"
+    if value < 0:
+        raise _bad(flag, value, "it must be ≥ 0", hint)
+    return _at_most(flag, value, INT_MAX, hint)
 
 
 def k(value: int, flag: str = "--k") -> int:
@@ -75,26 +89,83 @@ def k(value: int, flag: str = "--k") -> int:
 def max_tokens(value: int, flag: str = "--max-tokens") -> int:
     if value < 1:
         raise _bad(flag, value, "a reply needs at least 1 token", "e.g. --max-tokens 256")
-    return value
+    return _at_most(flag, value, INT_MAX, "e.g. --max-tokens 256")
 
 
 def ctx(value: int | None, flag: str = "--ctx") -> int | None:
     """None or 0: the loader's default; otherwise at least CTX_MIN."""
-    if value is not None and value != 0 and value < CTX_MIN:
-        raise _bad(flag, value, f"the context must hold at least {CTX_MIN} tokens", "leave it out for the default (min(8192, trained))")
-    return value
+    hint = "leave it out for the default (min(8192, trained))"
+    if value is None or value == 0:
+        return value
+    if value < CTX_MIN:
+        raise _bad(flag, value, f"the context must hold at least {CTX_MIN} tokens", hint)
+    return _at_most(flag, value, INT_MAX, hint)
+
+
+def threads_max() -> int:
+    """The most threads worth asking for: 4 per core here (more only slow
+    decoding down), and never more than ggml takes."""
+    return min(4 * (os.cpu_count() or 1), GGML_THREADS)
 
 
 def threads(value: int | None, flag: str = "--threads") -> int | None:
-    """None or 0: physical cores."""
-    if value is not None and value < 0:
+    """None or 0: physical cores; otherwise 1 to threads_max()."""
+    if value is None:
+        return value
+    if value < 0:
         raise _bad(flag, value, "it must be ≥ 1 (or 0 for the physical cores)", "leave it out to use the physical cores")
+    most = threads_max()
+    return _at_most(flag, value, most, f"{most} is 4 per core on this machine (ggml takes at most {GGML_THREADS}); "
+                    "leave it out to use the physical cores")
+
+
+def seed(value: int, flag: str = "--seed") -> int:
+    """llama.cpp reads -1 as "random"; specchat has no random seed, so a
+    reply can always be decoded again."""
+    if not 0 <= value <= SEED_MAX:
+        raise _bad(flag, value, f"it must be between 0 and {SEED_MAX}",
+                   "the same seed and prompt give the same reply; any number in range, e.g. 42")
     return value
 
 
-def prompt(text: str, what: str = "the prompt") -> str:
-    """Text from the command line. Bytes that are not UTF-8 reach Python as
-    lone surrogates, which no tokenizer can take."""
+def baseline_every(value: int, flag: str = "--baseline-every") -> int:
+    hint = "0 measures no baseline; 8 is the default"
+    if value < 0:
+        raise _bad(flag, value, "it must be ≥ 0", hint)
+    return _at_most(flag, value, INT_MAX, hint)
+
+
+def gpu_layers(value: int, flag: str = "--n-gpu-layers") -> int:
+    hint = "-1 offloads every layer, 0 none; leave it out for all"
+    if value < -1:
+        raise _bad(flag, value, "it must be -1 (all layers), 0 (none) or a number of layers", hint)
+    return _at_most(flag, value, INT_MAX, hint)
+
+
+def repeats(value: int, flag: str = "--repeats") -> int:
+    if value < 1:
+        raise _bad(flag, value, "each prompt runs at least once", "e.g. --repeats 3")
+    return _at_most(flag, value, INT_MAX, "e.g. --repeats 3")
+
+
+def draft_min(value: int | None, flag: str = "--draft-min") -> int | None:
+    """None: the server's own."""
+    if value is not None and not 0 <= value <= K_MAX:
+        raise _bad(flag, value, f"it must be between 0 and {K_MAX}", "0 drafts always")
+    return value
+
+
+def draft_p_min(value: float | None, flag: str = "--draft-p-min") -> float | None:
+    """None: the server's own."""
+    if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
+        raise _bad(flag, value, "it must be 0 to 1", "0.75 is common")
+    return value
+
+
+def prompt(text: str, what: str = "the prompt", empty_ok: bool = False) -> str:
+    """Text from the command line or stdin. Bytes that are not UTF-8 reach
+    Python as lone surrogates, which no tokenizer can take. A prompt with no
+    text is no message (`empty_ok`: a system prompt may be left empty)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
@@ -103,4 +174,7 @@ def prompt(text: str, what: str = "the prompt") -> str:
             hint="re-type it, or convert the file it came from, e.g. with `iconv -t UTF-8`",
             code=2,
         ) from None
+    if not empty_ok and not text.strip():
+        raise SpecchatError(f"{what} is empty" if not text else f"{what} is only whitespace",
+                            hint='say something, e.g. specchat run "Explain this error"', code=2)
     return text

@@ -135,7 +135,9 @@ def rm(pairs: list[str] = typer.Argument(..., help="Pairs whose files to delete 
 
 @app.command()
 def run(
-    prompt: str = typer.Argument(..., help="The user message."),
+    prompt: Optional[str] = typer.Argument(
+        None, help="The user message; `-`, or none with stdin not a terminal, reads it from stdin (one final line end dropped)."
+    ),
     pair: Optional[str] = typer.Option(None, "--pair", help="Model pair (default: the configured one)."),
     target: Optional[str] = typer.Option(None, "--target", help="Target GGUF path (instead of --pair)."),
     draft: Optional[str] = typer.Option(None, "--draft", help="Draft GGUF path (with --target)."),
@@ -143,16 +145,16 @@ def run(
     k: Optional[int] = typer.Option(
         None, "--k", help="Most tokens a drafter may propose per round (default: 16 for auto/ngram, 4 for draft/hybrid)."
     ),
-    max_tokens: int = typer.Option(256, "--max-tokens", help="Stop after this many tokens."),
+    max_tokens: int = typer.Option(256, "--max-tokens", help="Stop after this many tokens (at least 1)."),
     temp: float = typer.Option(0.0, "--temp", help="Temperature (0 = greedy)."),
     top_k: int = typer.Option(0, "--top-k", help="Top-k (0 = off)."),
     top_p: float = typer.Option(1.0, "--top-p", help="Top-p (1 = off)."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed, 0 to 4294967295: the same seed, the same reply (no -1: specchat has no random seed)."),
     system: Optional[str] = typer.Option(None, "--system", help="System prompt."),
-    baseline_every: int = typer.Option(8, "--baseline-every", help="One plain step in N rounds measures the baseline (0 = none)."),
+    baseline_every: int = typer.Option(8, "--baseline-every", help="One plain step in N rounds measures the baseline (0 = none, never negative)."),
     check_identical: bool = typer.Option(False, "--check-identical", help="Also decode plainly and compare the output."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads, 1 to 4 per core (default: physical cores)."),
     ctx: Optional[int] = typer.Option(None, "--ctx", help="Context size (default: min(8192, trained))."),
     n_gpu_layers: int = typer.Option(-1, "--n-gpu-layers", help="Target layers to offload to the GPU (-1 = all, 0 = none; no-op on a CPU build)."),
     draft_n_gpu_layers: int = typer.Option(-1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."),
@@ -165,18 +167,19 @@ def run(
     draft_min: Optional[int] = typer.Option(None, "--draft-min", help="With --server: speculative.n_min per request, where the server takes it."),
     draft_p_min: Optional[float] = typer.Option(None, "--draft-p-min", help="With --server: speculative.p_min per request, where the server takes it."),
 ) -> None:
-    """Generate one reply and show how speculation did."""
+    """Generate one reply and show how speculation did. On a terminal the
+    reply streams in colour; piped or redirected, stdout is the reply alone."""
     from specchat import checks
     from specchat.loader import open_session
     from specchat.run import run_once
     from specchat.sampling import SamplingParams
 
     try:
-        checks.prompt(prompt)
+        prompt = _prompt(prompt)
         if system is not None:
-            checks.prompt(system, "--system")
+            checks.prompt(system, "--system", empty_ok=True)
         sampling = SamplingParams(temp=checks.temperature(temp), top_k=checks.top_k(top_k),
-                                  top_p=checks.top_p(top_p), seed=seed)
+                                  top_p=checks.top_p(top_p), seed=checks.seed(seed))
         constraint = checks.constraint(json_schema, grammar, server)
         if server is not None or baseline or baseline_server:
             from specchat.server_session import open_server_session
@@ -186,8 +189,8 @@ def run(
                 raise SpecchatError("--check-identical cannot be used with --server", code=2,
                                     hint="--baseline decodes the turn again with speculation off and compares the text")
             session = open_server_session(
-                server, pair=pair, target=target, draft=draft, drafter=drafter, k=k, n_min=draft_min,
-                p_min=draft_p_min, sampling=sampling, system=system, max_tokens=checks.max_tokens(max_tokens),
+                server, pair=pair, target=target, draft=draft, drafter=drafter, k=k, n_min=checks.draft_min(draft_min),
+                p_min=checks.draft_p_min(draft_p_min), sampling=sampling, system=system, max_tokens=checks.max_tokens(max_tokens),
                 baseline=baseline, baseline_server=baseline_server)
             try:
                 raise typer.Exit(run_on_server(session, prompt, json_out=json_out, baseline=baseline))
@@ -201,19 +204,36 @@ def run(
             drafter=drafter,
             k=checks.k(default_k(drafter) if k is None else k),
             sampling=sampling,
-            baseline_every=baseline_every,
+            baseline_every=checks.baseline_every(baseline_every),
             system=system,
             max_tokens=checks.max_tokens(max_tokens),
             threads=checks.threads(threads) or None,
             ctx=checks.ctx(ctx) or None,
-            n_gpu_layers=n_gpu_layers,
-            draft_n_gpu_layers=draft_n_gpu_layers,
+            n_gpu_layers=checks.gpu_layers(n_gpu_layers),
+            draft_n_gpu_layers=checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers"),
             verbose=verbose,
         )
         session.set_constraint(constraint)
         raise typer.Exit(run_once(session, prompt, json_out=json_out, identical=check_identical))
     except SpecchatError as err:
         _fail(err)
+
+
+def _prompt(arg: str | None) -> str:
+    """The prompt: the argument, or stdin's text for `-` or for no argument
+    when stdin is not a terminal (`echo hi | specchat run`). A final line end,
+    which echo and editors add, is not part of the message."""
+    from specchat import checks
+
+    if arg is not None and arg != "-":
+        return checks.prompt(arg)
+    if arg is None and (sys.stdin is None or sys.stdin.isatty()):
+        raise SpecchatError("no prompt given", code=2,
+                            hint='specchat run "your message", or pipe it in: echo "your message" | specchat run')
+    data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+    text = data.decode("utf-8", "surrogateescape")  # as Python reads argv: a stray byte is named, not lost
+    text = text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
+    return checks.prompt(text, "the prompt on stdin")
 
 
 # --- bench (owned by bench.py) ----------------------------------------------------
@@ -242,7 +262,10 @@ def bench(
     try:
         checks.temperature(temp)
         checks.max_tokens(max_tokens)
+        checks.repeats(repeats)
         checks.threads(threads)
+        checks.gpu_layers(n_gpu_layers)
+        checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers")
         code = run_command(
             pair=pair,
             suites=suites,

@@ -35,36 +35,48 @@ def round_text(r: Round) -> Text:
 
 class Output:
     """Where `run` writes. A terminal is what rich takes for one (so
-    FORCE_COLOR or TTY_COMPATIBLE=1 make a pipe one)."""
+    FORCE_COLOR or TTY_COMPATIBLE=1 make a pipe one). Off a terminal the
+    reply still streams: each round's committed text as it comes (the rounds'
+    texts are the reply's, in order), then the bytes held back to the end."""
 
     def __init__(self) -> None:
         self.screen = Console(highlight=False, soft_wrap=True)
         self.live = self.screen.is_terminal
         self.notes = self.screen if self.live else Console(stderr=True, highlight=False, soft_wrap=True)
+        self.sent = 0  # off a terminal: characters of the reply written so far
 
     def round(self, r: Round) -> None:
-        """A round as it is decoded: shown on a terminal, held back off one."""
+        """A round (or a server's chunk) as it is decoded: coloured on a
+        terminal, its committed text alone off one."""
         if self.live:
             self.screen.print(round_text(r), end="")
+        else:
+            self._write(r.forced_text + r.accepted_text + r.target_text)
 
     def reply(self, text: str) -> None:
-        """The turn's end: a line end after the rounds on a terminal; off one
-        the whole reply, byte for byte what --json's "text" decodes to."""
+        """The turn's end: a line end on a terminal; off one, the rest of the
+        reply and a line end, so that stdout is --json's "text" and "\n"."""
         if self.live:
             self.screen.print()
-            return
-        exact = json.loads(safe_json(text)) + "\n"  # the text --json writes (a lone surrogate as U+FFFD)
-        sys.stdout.flush()
-        raw = getattr(sys.stdout, "buffer", None)  # UTF-8 whatever the locale; a test's StringIO has none
-        if raw is not None:
-            raw.write(exact.encode("utf-8"))
         else:
-            sys.stdout.write(exact)
-        sys.stdout.flush()
+            self._write(text[self.sent :] + "\n")
 
     def note(self, line: str, style: str = "dim") -> None:
         """A line about the reply (stats, the constraint, why it stopped)."""
         self.notes.print(Text(safe_text(line), style=style))
+
+    def _write(self, text: str) -> None:
+        """Text as --json's "text" decodes to (a lone surrogate as U+FFFD), in
+        UTF-8 whatever the locale, flushed so a pipe sees it at once."""
+        self.sent += len(text)
+        exact = json.loads(safe_json(text))
+        raw = getattr(sys.stdout, "buffer", None)  # a test's StringIO has none
+        if raw is not None:
+            sys.stdout.flush()
+            raw.write(exact.encode("utf-8"))
+        else:
+            sys.stdout.write(exact)
+        sys.stdout.flush()
 
 
 def stats_line(s: TurnStats, drafter: str, choices: dict[str, int] | None = None) -> str:

@@ -109,7 +109,7 @@ def test_run_prints_the_stats_line_from_the_server(spec_server):
     out = specchat("run", "--server", spec_server.url, PROMPT, "--max-tokens", "40")
     assert out.returncode == 0, out.stderr
     accepted, drafted, mean_len = acceptance_lines(spec_server)[-1]
-    last = out.stdout.strip().splitlines()[-1]
+    last = out.stderr.strip().splitlines()[-1]  # off a terminal the stats line goes to stderr
     assert f"α {mean_len:.2f}" in last
     assert f"{accepted}/{drafted} drafts accepted ({accepted / drafted * 100:.0f}%, server totals)" in last
     assert "tok/s (server clock)" in last
@@ -145,7 +145,7 @@ def test_a_server_that_does_not_speculate_says_so(plain_server):
     assert "draft_n" not in data["timings"]
     assert data["stats"]["counters"] is False and data["stats"]["drafted"] == 0
     assert data["server"]["speculative"] is False
-    line = specchat("run", "--server", plain_server.url, PROMPT, "--max-tokens", "20").stdout.strip().splitlines()[-1]
+    line = specchat("run", "--server", plain_server.url, PROMPT, "--max-tokens", "20").stderr.strip().splitlines()[-1]
     assert "no speculation data from this server" in line
     assert "α" not in line and "accepted" not in line
 
@@ -164,7 +164,7 @@ def test_baseline_on_a_second_server_is_measured_and_labelled(spec_server, plain
     assert stats["speedup"] == pytest.approx(data["timings"]["predicted_per_second"] / stats["baseline_tok_s"])
     assert base["identical"] == (stats["identical"] is True)
     line = specchat("run", "--server", spec_server.url, "--baseline", "--baseline-server", plain_server.url,
-                    PROMPT, "--max-tokens", "80").stdout.strip().splitlines()[-1]
+                    PROMPT, "--max-tokens", "80").stderr.strip().splitlines()[-1]
     assert re.search(r"off [0-9.]+ tok/s \(--baseline, measured\) · [0-9.]+×", line), line
 
 
@@ -342,9 +342,9 @@ def test_a_server_without_timings_says_no_speculation_data(canned):
     url = canned({"/v1/models": MODELS, "/v1/chat/completions": (200, "text/event-stream", stream.encode())})
     out = specchat("run", "--server", url, "hi")
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.strip().splitlines()
-    assert lines[0] == "Hello"
-    assert lines[-1] == f"other-server-model on {url} · no speculation data from this server · the server sends no timings"
+    assert out.stdout == "Hello\n"  # off a terminal, stdout is the reply; the stats line goes to stderr
+    assert out.stderr.splitlines()[-1] == \
+        f"other-server-model on {url} · no speculation data from this server · the server sends no timings"
     data = json.loads(specchat("run", "--server", url, "hi", "--json").stdout)
     assert data["timings"] is None and data["stats"]["drafted"] == 0 and data["stats"]["speedup"] is None
 
