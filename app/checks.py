@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import unicodedata
 
 from specchat.drafters import K_MAX, K_MIN, NAMES, NEEDS_CONSTRAINT
 from specchat.errors import SpecchatError
@@ -162,10 +163,20 @@ def draft_p_min(value: float | None, flag: str = "--draft-p-min") -> float | Non
     return value
 
 
+_DRAWS_NOTHING = "\u115f\u1160\u2800\u3164\uffa0"  # letters that draw nothing (fillers, the blank braille cell)
+
+
+def blank(text: str) -> bool:
+    """Nothing visible: only whitespace, control and format characters
+    (zero-width spaces, joiners, a BOM) and blank fillers. No message."""
+    return all(ch.isspace() or ch in _DRAWS_NOTHING or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+               for ch in text)
+
+
 def prompt(text: str, what: str = "the prompt", empty_ok: bool = False) -> str:
     """Text from the command line or stdin. Bytes that are not UTF-8 reach
-    Python as lone surrogates, which no tokenizer can take. A prompt with no
-    text is no message (`empty_ok`: a system prompt may be left empty)."""
+    Python as lone surrogates, which no tokenizer can take. A prompt with
+    nothing visible is no message (`empty_ok`: a system prompt may be left empty)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
@@ -174,7 +185,7 @@ def prompt(text: str, what: str = "the prompt", empty_ok: bool = False) -> str:
             hint="re-type it, or convert the file it came from, e.g. with `iconv -t UTF-8`",
             code=2,
         ) from None
-    if not empty_ok and not text.strip():
-        raise SpecchatError(f"{what} is empty" if not text else f"{what} is only whitespace",
+    if not empty_ok and blank(text):
+        raise SpecchatError(f"{what} is empty" if not text else f"{what} has no visible text",
                             hint='say something, e.g. specchat run "Explain this error"', code=2)
     return text

@@ -93,7 +93,11 @@ def test_settings_threads_out_of_range_keep_the_default(tmp_path):
 # --- the prompt ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("prompt,error", [("", "the prompt is empty"), (" \n\t ", "the prompt is only whitespace")])
+@pytest.mark.parametrize("prompt,error", [
+    ("", "the prompt is empty"),
+    (" \n\t ", "the prompt has no visible text"),
+    ("\u200b\u2060\ufeff\u3164", "the prompt has no visible text"),  # zero-width, joiner, BOM, a blank filler
+], ids=["empty", "whitespace", "invisible"])
 def test_an_empty_prompt_is_refused(prompt, error, tmp_path):
     lines = refused(specchat("run", prompt, env={"SPECCHAT_HOME": str(tmp_path), **NO_MODELS}))
     assert lines == [f"error: {error}", 'hint: say something, e.g. specchat run "Explain this error"']
@@ -103,7 +107,7 @@ def test_an_empty_prompt_is_refused(prompt, error, tmp_path):
 @pytest.mark.parametrize("data,error", [
     (b"caf\xe9 au lait\n", "the prompt on stdin is not valid UTF-8 (a stray byte at character 4)"),
     (b"", "the prompt on stdin is empty"),
-    (b"  \n\n", "the prompt on stdin is only whitespace"),
+    (b"  \n\n", "the prompt on stdin has no visible text"),
 ], ids=["latin-1", "empty", "blank"])
 def test_a_bad_prompt_on_stdin_is_one_line(args, data, error, tmp_path):
     lines = refused(specchat(*args, input=data, env={"SPECCHAT_HOME": str(tmp_path), **NO_MODELS}))
