@@ -26,6 +26,15 @@ with `python tools/grammar_cost.py`): masking a whole logits row costs about
   where more than one byte (or a non-ASCII byte) may follow. The text is
   tokenized once; while committed tokens eat into it, the rest stays forced
   and is not probed again.
+
+Binding is bounded. schema.py refuses a grammar too big to bind quickly
+before llama.cpp sees it; a small grammar whose alternatives multiply
+(each starting alike and going on differently) can still make llama.cpp
+build millions of parse stacks. So the sampler is built on a thread of its
+own while the caller waits, at most `BIND_SECONDS`: ctrl-c reaches a caller
+on the main thread (a C call there would hold it off), and a grammar not
+bound by then is refused. llama.cpp cannot be stopped midway: the thread
+finishes in the background and frees what it built.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from typing import Sequence
 
@@ -46,6 +56,7 @@ from specchat.schema import GrammarSpec, check_reply
 _CANDIDATE = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 FORCED_MAX_BYTES = 256  # longest forced run probed in one go
 _ARGMAX_CHUNK = 32  # candidates checked at a time when the argmax is refused
+BIND_SECONDS = 5.0  # a grammar within schema.py's limits binds in well under 0.1 s
 
 
 # --- binding to a vocabulary ---------------------------------------------------------
@@ -62,8 +73,9 @@ class Grammar:
 
         self.spec = spec
         self.model = model
+        self._root = None
         with _stderr_to(tempfile.TemporaryFile()) as said:  # the GBNF parser writes its errors to stderr
-            self._root = C.llama_sampler_init_grammar(model.vocab, spec.gbnf.encode(), b"root")
+            self._root = _bind(model.vocab, spec)
         if not self._root:
             reason = _grammar_error(said.read().decode("utf-8", "replace").splitlines() + recent_log())
             raise SpecchatError(f"{spec.source} is not a grammar llama.cpp can read: {reason}",
@@ -102,6 +114,42 @@ class Grammar:
             self.close()
         except Exception:
             pass
+
+
+def _bind(vocab, spec: GrammarSpec, seconds: float | None = None):
+    """llama_sampler_init_grammar on a thread, waited for at most `seconds`
+    (BIND_SECONDS); None where the grammar does not parse. Past the time it
+    is a SpecchatError, and the thread frees the sampler when it is done."""
+    import llama_cpp as C
+
+    seconds = BIND_SECONDS if seconds is None else seconds
+    lock, done, box = threading.Lock(), threading.Event(), {"abandoned": False}
+
+    def build() -> None:
+        sampler = C.llama_sampler_init_grammar(vocab, spec.gbnf.encode(), b"root")
+        with lock:
+            if box["abandoned"]:
+                if sampler:
+                    C.llama_sampler_free(sampler)
+                return
+            box["sampler"] = sampler
+        done.set()
+
+    threading.Thread(target=build, name="grammar-bind", daemon=True).start()
+    bound = False
+    try:
+        bound = done.wait(seconds)  # a lock wait: ctrl-c interrupts it
+    finally:
+        if not bound:
+            with lock:
+                box["abandoned"] = True
+                if box.get("sampler"):  # it finished just now
+                    C.llama_sampler_free(box.pop("sampler"))
+    if not bound:
+        raise SpecchatError(f"{spec.source}: llama.cpp did not bind the grammar within {seconds:g} s "
+                            "(its alternatives multiply into too many parse stacks)",
+                            hint="simplify it: alternatives that start alike and go on differently multiply", code=2)
+    return box["sampler"]
 
 
 def _grammar_error(lines: list[str]) -> str:
