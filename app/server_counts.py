@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specchat.server import SERVER_DRAFTER
+from specchat.server import SERVER_DRAFTER, Fields, inconsistent
 from specchat.stats import SERVER_TOTALS, TurnStats, round_spans
 
 # --- the counters, chunk by chunk -------------------------------------------------------
@@ -68,9 +68,13 @@ class Chunk:
 
 
 class Totals:
-    """Turns the running totals of successive chunks into per-chunk counts."""
+    """Turns the running totals of successive chunks into per-chunk counts.
+    The totals are read through server.Fields (a wrong type is one line), and
+    totals that cannot be true (going backwards, more accepted than drafted)
+    are refused: server.inconsistent."""
 
-    def __init__(self) -> None:
+    def __init__(self, server: str = "?") -> None:
+        self.server = server  # its URL, for the error line
         self.predicted = self.drafted = self.accepted = 0
         self.pending = 0  # accepted drafts announced but not yet streamed
         self.rounds = 0  # chunks where draft_n grew
@@ -78,28 +82,43 @@ class Totals:
         self.counters = False  # the server sent draft_n at least once
         self.timings: dict | None = None  # the latest timings as the server sent them
 
-    def chunk(self, text: str, timings: dict | None) -> Chunk:
-        if not timings:
+    def chunk(self, text: str, timings: dict | Fields | None) -> Chunk:
+        if timings is None:
             return Chunk(text, None)
-        self.timings = timings
-        predicted = int(timings.get("predicted_n", self.predicted))
-        drafted = int(timings.get("draft_n", self.drafted))
-        accepted = int(timings.get("draft_n_accepted", self.accepted))
-        self.counters |= "draft_n" in timings
+        t = timings if isinstance(timings, Fields) else Fields(timings, self.server, "stream event", "timings")
+        if not t.value:
+            return Chunk(text, None)
+        predicted = t.count("predicted_n", self.predicted)
+        drafted = t.count("draft_n", self.drafted)
+        accepted = t.count("draft_n_accepted", self.accepted)
+        self._check(predicted, drafted, accepted)
+        read_clock(t, self.server)
+        self.timings = t.value
+        self.counters |= "draft_n" in t
         new, grew = predicted - self.predicted, drafted - self.drafted
         self.pending += accepted - self.accepted
         self.predicted, self.drafted, self.accepted = predicted, drafted, accepted
         self.rounds += grew > 0
         self.exact &= new <= 1
-        mine = min(self.pending, max(new, 0))
+        mine = min(self.pending, new)
         self.pending -= mine
         return Chunk(text, new, mine, grew)
 
+    def _check(self, predicted: int, drafted: int, accepted: int) -> None:
+        """Running totals only grow, and no more drafts are accepted than were drafted."""
+        for name, before, now in (("predicted_n", self.predicted, predicted), ("draft_n", self.drafted, drafted),
+                                  ("draft_n_accepted", self.accepted, accepted)):
+            if now < before:
+                raise inconsistent(self.server, f"{name} went from {before} back to {now}")
+        if accepted > drafted:
+            raise inconsistent(self.server, f"{accepted} accepted of {drafted} drafted")
 
-def _context(timings: dict | None) -> int:
+
+def _context(timings: dict | None, server: str = "?") -> int:
     if not timings:
         return 0
-    return int(timings.get("cache_n", 0)) + int(timings.get("prompt_n", 0)) + int(timings.get("predicted_n", 0))
+    t = Fields(timings, server, "stream event", "timings")
+    return sum(t.count(key, 0) for key in ("cache_n", "prompt_n", "predicted_n"))
 
 
 @dataclass
@@ -114,15 +133,23 @@ class ServerStats(TurnStats):
     baseline_error: str = ""  # why --baseline gave no figure
 
 
+def read_clock(t: Fields, server: str) -> tuple[float, float]:
+    """Every other figure of a timings object, read as its type: the decode's
+    and the prompt's tok/s (clock_rate), and the cached tokens."""
+    t.count("cache_n")
+    return clock_rate(t, "predicted", server), clock_rate(t, "prompt", server)
+
+
 def server_stats(totals: Totals, wall: float) -> ServerStats:
-    """A turn's stats from the server's final counters; nothing estimated."""
+    """A turn's stats from the server's final counters; nothing estimated,
+    and a clock that contradicts its own counters is refused (clock_rate)."""
     s = ServerStats(timings_sent=totals.timings is not None, counters=totals.counters, alpha_exact=totals.exact)
-    t = totals.timings or {}
-    s.tokens = int(t.get("predicted_n", 0))
-    s.t_decode = float(t.get("predicted_ms", 0.0)) / 1000 if t else wall
-    s.tok_s = s.spec_tok_s = float(t.get("predicted_per_second", 0.0))
-    s.prefill_tokens = int(t.get("prompt_n", 0))
-    s.prefill_tok_s = float(t.get("prompt_per_second", 0.0))
+    t = Fields(totals.timings or {}, totals.server, "stream event", "timings")
+    s.tokens = totals.predicted
+    s.t_decode = (t.number("predicted_ms", 0.0) / 1000) if totals.timings else wall
+    s.tok_s, s.prefill_tok_s = read_clock(t, totals.server)
+    s.spec_tok_s = s.tok_s
+    s.prefill_tokens = t.count("prompt_n", 0)
     if totals.counters:
         s.drafted, s.accepted = totals.drafted, totals.accepted
         s.acceptance_rate = s.accepted / s.drafted if s.drafted else 0.0
@@ -131,3 +158,26 @@ def server_stats(totals: Totals, wall: float) -> ServerStats:
         if totals.exact and totals.rounds:
             s.alpha = (s.accepted + totals.rounds) / totals.rounds
     return s
+
+
+def clock_rate(t: Fields, kind: str, server: str) -> float:
+    """The server's tok/s for `kind` ("predicted" or "prompt"): its
+    `<kind>_per_second`, which llama.cpp computes as n / ms; one that
+    contradicts its own `<kind>_n` and `<kind>_ms` is refused."""
+    rate = t.number(f"{kind}_per_second")
+    n, ms = t.count(f"{kind}_n"), t.number(f"{kind}_ms")
+    if rate is not None and n is not None and ms:
+        expected = n * 1000 / ms
+        if abs(rate - expected) > 0.01 * expected + 0.01:
+            raise inconsistent(server, f"{rate:g} tok/s for {n} tokens in {ms:g} ms ({kind})")
+    return rate or 0.0
+
+
+def check_clock(t: Fields, wall: float, server: str) -> None:
+    """The server's clock for a reply (predicted_ms, or predicted_n at its
+    tok/s) cannot exceed the time the reply took to arrive."""
+    ms, n, rate = t.number("predicted_ms"), t.count("predicted_n"), t.number("predicted_per_second")
+    seconds = ms / 1000 if ms else (n / rate if n and rate else 0.0)
+    if seconds > wall * 1.05 + 0.5:
+        raise inconsistent(server, f"{n or 0} tokens took {seconds:g} s by the server's clock, "
+                                   f"in a reply that came in {wall:.1f} s")

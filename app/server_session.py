@@ -13,19 +13,30 @@ is refused, not shown.
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 
 from specchat.chat import Dialogue, SessionStatus
 from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
-from specchat.server import SERVER_DRAFTER, ServerClient, StreamCut, check_url
-from specchat.server_counts import Chunk, Totals, _context, server_stats
+from specchat.server import SERVER_DRAFTER, Fields, ServerClient, StreamCut, check_url, inconsistent
+from specchat.server_counts import Chunk, Totals, _context, check_clock, clock_rate, server_stats
 from specchat.stats import merge_spans
 from specchat.textsafe import safe_text
 
 # Speculation off for one request, where the server takes per-request settings.
 SPECULATION_OFF = {"speculative.n_max": 0, "speculative.n_min": 0}
+LINE_SLACK = 64  # streamed lines beyond two per token (the role, the finish, the usage, comments)
+
+
+def read_event(event: Fields) -> tuple[str, str | None, Fields | None]:
+    """One streamed event's (text, finish reason, timings), each read as its type."""
+    choices = event.nodes("choices")  # the last event, with the usage, has none
+    choice = choices[0] if choices else None
+    text = (choice.node("delta").text("content", limit=None) if choice else None) or ""
+    finish = choice.text("finish_reason", limit=40) if choice else None
+    return text, finish, event.maybe_node("timings")
 
 # --- the session ------------------------------------------------------------------------
 
@@ -159,49 +170,65 @@ class ServerSession(Dialogue):
 
     def _generate(self, on_round, cancel) -> ServerTurn:
         turn = ServerTurn(body=self.request())
-        totals = Totals()
-        text = ""  # text of events without timings, waiting for the next counters
+        totals = Totals(self.client.url)
         t0 = time.perf_counter()
         try:
-            for event in self.client.stream_chat(turn.body, cancel):
-                choice = (event.get("choices") or [{}])[0]
-                text += (choice.get("delta") or {}).get("content") or ""
-                timings = event.get("timings")
-                if choice.get("finish_reason"):
-                    turn.finish = {"stop": "eos", "length": "length"}.get(choice["finish_reason"], choice["finish_reason"])
-                if timings is None and not choice.get("finish_reason") and totals.timings is not None:
-                    continue  # its counters come with the next event
-                if text or timings:
-                    chunk = totals.chunk(text, timings)
-                    text = ""
-                    turn.chunks.append(chunk)
-                    if on_round is not None and chunk.text:
-                        on_round(chunk)
-            if text:
-                turn.chunks.append(totals.chunk(text, None))
-            if cancel is not None and cancel.is_set():
-                turn.finish = "cancelled"
+            self._stream(turn, totals, on_round, cancel)
         except StreamCut as cut:
-            if text:
-                turn.chunks.append(totals.chunk(text, None))
             turn.finish, turn.error = "cut", f"the server closed the stream mid-reply ({cut})"
+        wall = time.perf_counter() - t0
         turn.timings = totals.timings
-        turn.stats = server_stats(totals, time.perf_counter() - t0)
-        self._context_used = _context(totals.timings)
-        if self.info.speculative and not self.info.spec_types and turn.finish != "cut":
-            self.client.read_slots(self.info)
+        turn.stats = server_stats(totals, wall)
+        check_clock(Fields(totals.timings or {}, self.client.url, "stream event", "timings"), wall, self.client.url)
+        self._context_used = _context(totals.timings, self.client.url)
+        if self.info.speculative and not self.info.spec_types and turn.finish in ("eos", "length"):
+            try:
+                self.client.read_slots(self.info)
+            except SpecchatError:
+                pass  # the reply stands; the speculation's kind stays unnamed
         # The partial reply of a cut stream stays in the conversation, as it was shown.
         self._messages.append({"role": "assistant", "content": turn.text})
         if self.with_baseline and turn.finish in ("eos", "length"):
             try:
-                self.baseline(turn)
+                self.baseline(turn, cancel)
             except SpecchatError as err:  # the reply stands; the line says why there is no speedup
                 turn.stats.baseline_error = err.message
         return turn
 
+    def _stream(self, turn: ServerTurn, totals: Totals, on_round, cancel) -> None:
+        """The server's events into turn.chunks, each chunk to on_round as it
+        comes; stopped by `cancel`, and at max_tokens whatever the server does."""
+        text = ""  # text of events without timings, waiting for the next counters
+        texts = 0  # events that brought text: at least one token each
+        idle = getattr(on_round, "flush", None)  # a feed that batches shows what came while the server is silent
+        events = self.client.stream_chat(turn.body, cancel, max_lines=2 * self.max_tokens + LINE_SLACK, on_idle=idle)
+        try:
+            with closing(events):  # however the loop ends, the connection goes at once
+                for event in events:
+                    content, finish, timings = read_event(event)
+                    texts += bool(content)
+                    if max(texts, timings.count("predicted_n", 0) if timings else 0) > self.max_tokens:
+                        turn.finish = "length"  # the server went past max_tokens: the client stops at the cap
+                        return
+                    text += content
+                    if finish:
+                        turn.finish = {"stop": "eos", "length": "length"}.get(finish, finish)
+                    if timings is None and not finish and totals.timings is not None:
+                        continue  # its counters come with the next event
+                    if text or timings:
+                        chunk, text = totals.chunk(text, timings), ""
+                        turn.chunks.append(chunk)
+                        if on_round is not None and chunk.text:
+                            on_round(chunk)
+            if cancel is not None and cancel.is_set():
+                turn.finish = "cancelled"
+        finally:
+            if text:
+                turn.chunks.append(totals.chunk(text, None))
+
     # --- the baseline ---------------------------------------------------------
 
-    def baseline(self, turn: ServerTurn) -> None:
+    def baseline(self, turn: ServerTurn, cancel=None) -> None:
         """Decode `turn` again with speculation off and measure it by the
         server's clock: on this server when it takes speculative.n_max, else
         on the --baseline-server. Sets turn.baseline and the speedup."""
@@ -211,20 +238,31 @@ class ServerSession(Dialogue):
         body.pop("timings_per_token", None)
         if self.baseline_client is None:
             body.update(SPECULATION_OFF)
-        reply = client.complete(body)
-        timings = reply.get("timings") or {}
-        if not timings.get("predicted_per_second"):
+        t0 = time.perf_counter()
+        reply = client.complete(body, cancel)
+        if reply is None:
+            raise SpecchatError("cancelled before the baseline finished")
+        timings = reply.node("timings")
+        rate = clock_rate(timings, "predicted", client.url)
+        drafted = timings.count("draft_n", 0)
+        if "predicted_per_second" not in timings:
             raise SpecchatError(f"the baseline server at {client.url} sends no timings", hint="use a llama-server")
-        if timings.get("draft_n"):
+        if drafted:
             raise SpecchatError(
-                f"the baseline reply from {client.url} still drafted {timings['draft_n']} tokens: speculation "
+                f"the baseline reply from {client.url} still drafted {drafted} tokens: speculation "
                 "was not off, so no speedup is shown",
                 hint="start the baseline server without -md and without --spec-type")
-        content = ((reply.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
-        turn.baseline = {"url": client.url, "same_server": self.baseline_client is None, "timings": timings,
+        if not rate:
+            raise inconsistent(client.url, f"a --baseline reply of {timings.count('predicted_n', 0)} tokens "
+                                           "at 0 tok/s")
+        check_clock(timings, time.perf_counter() - t0, client.url)
+        choices = reply.nodes("choices")
+        message = choices[0].node("message") if choices else None
+        content = (message.text("content", limit=None) if message else None) or ""
+        turn.baseline = {"url": client.url, "same_server": self.baseline_client is None, "timings": timings.value,
                          "identical": content == turn.text}
         s = turn.stats
-        s.baseline_tok_s = float(timings["predicted_per_second"])
+        s.baseline_tok_s = rate
         s.speedup = s.tok_s / s.baseline_tok_s if s.tok_s else None
         s.identical = content == turn.text
 

@@ -83,6 +83,9 @@ class SpecchatApp(ChatActions, App):
         self._theme_ready = False
         self._status_time = 0.0
 
+    def on_unmount(self) -> None:
+        self.cancel_event.set()  # quitting ends a reply still waiting on a server, so the process can end
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(SPEC_DEFAULTS)
 
