@@ -227,25 +227,50 @@ NO_SPECULATION_DATA = "no speculation data from this server"
 def server_fields(stats: dict) -> list[tuple[str, str]]:
     """The stats line of a reply from a llama.cpp server (server.ServerTurn.stats_dict):
     the server's own counters and clock, never zeros for counters it did not
-    send, α only where every verify round was seen, and a speedup only from a
-    measured --baseline."""
+    send, α only where every verify round was seen, a speedup only from a
+    measured --baseline, and never a figure that cannot be true (a stored
+    reply's stats are shown through here too)."""
     if not stats.get("timings_sent"):
         return [("speculation", NO_SPECULATION_DATA), ("timings", "the server sends no timings")]
     parts = []
     if not stats.get("counters"):
         parts.append(("speculation", NO_SPECULATION_DATA))
     else:
-        if stats.get("alpha_exact") and stats.get("verify_rounds"):
-            parts.append(("alpha", f"α {stats['alpha']:.2f}"))
-        parts.append(("accepted", f"{stats['accepted']}/{stats['drafted']} drafts accepted "
-                                  f"({stats['acceptance_rate'] * 100:.0f}%, {SERVER_TOTALS})"))
-    parts.append(("tok_s", f"{stats.get('tok_s', 0.0):.1f} tok/s (server clock)"))
-    baseline = stats.get("baseline_tok_s")
-    if baseline:
-        parts.append(("baseline", f"off {baseline:.1f} tok/s (--baseline, measured)"))
-        parts.append(("speedup", number(stats.get("speedup"), ".2f", "×")))
+        parts += _server_counts(stats)
+    tok_s, baseline, speedup = (_figure(stats.get(k)) for k in ("tok_s", "baseline_tok_s", "speedup"))
+    parts.append(("tok_s", f"{number(tok_s, '.1f')} tok/s (server clock)"))
+    if stats.get("baseline_tok_s"):
+        # A baseline that reads as 0.0 tok/s, or a speedup that is not tok/s over it, cannot be true.
+        given = stats.get("speedup") is not None
+        fits = not given or bool(tok_s and speedup and abs(speedup - tok_s / baseline) <= 0.01 * speedup)
+        if not (baseline and baseline >= 0.05 and fits):
+            parts.append(("baseline", "the baseline's figures are inconsistent, not shown"))
+        else:
+            parts.append(("baseline", f"off {baseline:.1f} tok/s (--baseline, measured)"))
+            parts.append(("speedup", number(speedup, ".2f", "×")))
     elif stats.get("baseline_error"):
         parts.append(("baseline", f"no baseline: {stats['baseline_error']}"))
+    return parts
+
+
+def _figure(value: object) -> float | None:
+    """A figure that can be shown: a finite number ≥ 0."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+    return float(value) if ok else None
+
+
+def _server_counts(stats: dict) -> list[tuple[str, str]]:
+    """α and the accepted drafts, where they can be true: 0 ≤ accepted ≤ drafted,
+    and α between 1 and 1 + drafted per verify round."""
+    accepted, drafted, rounds, alpha = (stats.get(k) for k in ("accepted", "drafted", "verify_rounds", "alpha"))
+    counts = all(isinstance(n, int) and not isinstance(n, bool) for n in (accepted, drafted, rounds))
+    if not counts or not 0 <= accepted <= drafted or rounds < 0:
+        return [("speculation", "the server's counters are inconsistent, not shown")]
+    parts = []
+    if stats.get("alpha_exact") and rounds and _figure(alpha) and 1 <= alpha <= 1 + drafted / rounds:
+        parts.append(("alpha", f"α {alpha:.2f}"))
+    rate = accepted / drafted if drafted else 0.0
+    parts.append(("accepted", f"{accepted}/{drafted} drafts accepted ({rate * 100:.0f}%, {SERVER_TOTALS})"))
     return parts
 
 

@@ -558,3 +558,15 @@ def test_quitting_while_a_server_is_silent_ends_the_process(serve, tmp_path):
     assert done.returncode == 0 and len(quits) == 1, lines
     assert ended - quits[0] < 5  # not the 600 s read timeout
     assert stall.left.wait(5)
+
+
+def test_a_stored_replys_impossible_counters_are_not_shown_either():
+    """A reply's stats come back from the history too: the stats line shows no figure that cannot be true."""
+    from specchat.stats import stats_fields
+
+    stored = {"source": "server", "timings_sent": True, "counters": True, "accepted": 30, "drafted": 8,
+              "acceptance_rate": 3.75, "verify_rounds": 2, "alpha": 16.0, "alpha_exact": True, "tok_s": 100.0,
+              "baseline_tok_s": 1e-9, "speedup": 1e11}
+    assert stats_fields(stored) == [("speculation", "the server's counters are inconsistent, not shown"),
+                                    ("tok_s", "100.0 tok/s (server clock)"),
+                                    ("baseline", "the baseline's figures are inconsistent, not shown")]
