@@ -288,8 +288,7 @@ class ServerClient:
             lines = self._lines(exchange, cancel, on_idle, answer)
             for n, line in enumerate(lines, 1):
                 if max_lines is not None and n > max_lines:
-                    raise bad_answer(self.url, "stream", f"more than {max_lines} lines without ending a reply "
-                                                         "of at most --max-tokens tokens")
+                    raise bad_answer(self.url, "stream", f"more than {max_lines} lines without ending the reply")
                 if line.startswith("error:"):
                     raise SpecchatError(f"the server stopped with an error: {_error_text(line[6:])}")
                 if not line.startswith("data:"):
