@@ -162,13 +162,14 @@ def server_stats(totals: Totals, wall: float) -> ServerStats:
 
 def clock_rate(t: Fields, kind: str, server: str) -> float:
     """The server's tok/s for `kind` ("predicted" or "prompt"): its
-    `<kind>_per_second`, which llama.cpp computes as n / ms; one that
-    contradicts its own `<kind>_n` and `<kind>_ms` is refused."""
+    `<kind>_per_second`, which llama.cpp computes as n / ms, or (n - 1) / ms
+    for decoding where it counts the first token as free of a step; one that
+    contradicts its own `<kind>_n` and `<kind>_ms` both ways is refused."""
     rate = t.number(f"{kind}_per_second")
     n, ms = t.count(f"{kind}_n"), t.number(f"{kind}_ms")
     if rate is not None and n is not None and ms:
-        expected = n * 1000 / ms
-        if abs(rate - expected) > 0.01 * expected + 0.01:
+        agrees = [abs(rate - steps * 1000 / ms) <= 0.01 * steps * 1000 / ms + 0.01 for steps in (n, max(0, n - 1))]
+        if not any(agrees):
             raise inconsistent(server, f"{rate:g} tok/s for {n} tokens in {ms:g} ms ({kind})")
     return rate or 0.0
 
