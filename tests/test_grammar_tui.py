@@ -35,8 +35,7 @@ async def test_schema_prefix_constrains_the_reply_marks_it_and_colours_the_force
         assert "⟨" not in status(app)
         app.query_one(PromptInput).text = f"/schema {SCHEMA} Extract the person as JSON: Maria Lopez, 34, engineer in Porto, Portugal."
         await pilot.press("enter")
-        await pilot.pause()
-        assert "replies must match JSON · person.schema.json" in notices(app)
+        await wait_until(pilot, lambda: "replies must match JSON · person.schema.json" in notices(app), timeout=30)
         assert "· k 16 · ⟨JSON · person.schema.json⟩ ·" in status(app)
         await wait_until(pilot, lambda: app.query(AssistantMessage) and not app.generating, timeout=300)
         await pilot.pause()
@@ -52,8 +51,7 @@ async def test_schema_prefix_constrains_the_reply_marks_it_and_colours_the_force
         # /schema off frees the replies again and the mark goes.
         app.query_one(PromptInput).text = "/schema off"
         await pilot.press("enter")
-        await pilot.pause()
-        assert "replies are free text again" in notices(app)
+        await wait_until(pilot, lambda: "replies are free text again" in notices(app))
         assert "⟨" not in status(app) and not app.generating
         app.session.close()
 
@@ -83,7 +81,7 @@ async def test_a_missing_schema_file_is_one_notice_and_the_message_stays(tmp_pat
         prompt = app.query_one(PromptInput)
         prompt.text = "/schema /nonexistent/person.json Extract this"
         await pilot.press("enter")
-        await pilot.pause()
+        await wait_until(pilot, lambda: not app.binding)
         assert "no JSON schema file at /nonexistent/person.json (check the path of the JSON schema file)" in notices(app)
         assert prompt.text == "/schema /nonexistent/person.json Extract this"  # kept, to fix the path
         assert not app.query(AssistantMessage) and "⟨" not in status(app)
@@ -105,7 +103,9 @@ async def test_a_schema_holds_across_a_pair_switch(tmp_path, tiny_pair):
     app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="grammar", k=16)
     async with app.run_test(size=(160, 40)) as pilot:
         await wait_until(pilot, lambda: app.session is not None, timeout=120)
-        assert app.set_schema(str(SCHEMA))
+        app.set_schema(str(SCHEMA))
+        await wait_until(pilot, lambda: not app.binding and app.session.status().constraint == "JSON · person.schema.json",
+                         timeout=30)
         first = app.session
         app.load_session("smollm2-135m", "grammar", 16)  # what F4's picker does
         await wait_until(pilot, lambda: app.session is not first, timeout=120)

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
+from textual import work
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.message import Message
 
 from specchat import paths
 from specchat.drafters import NEEDS_CONSTRAINT
 from specchat.errors import SpecchatError
-from specchat.schema import schema_prefix
 from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker, TextPrompt
-from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, last_code_block
+from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, blank, last_code_block
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,24 @@ class SpecchatCommands(Provider):
                 yield Hit(score, matcher.highlight(title), run, help=help_text)
 
 
+@dataclass
+class SchemaBound(Message):
+    """A schema was bound (or "off" freed the replies) on a worker, or could not be."""
+
+    then_send: str | None  # the rest of a "/schema FILE rest" message, to send once bound
+    error: str = ""
+    warning: str = ""  # keywords the grammar ignores
+
+
 class ChatActions:
     """What each key does. Mixed into SpecchatApp: `self` is the app."""
 
     def _busy(self) -> bool:
         if self.generating:
             self.notify("still generating: Esc stops it", severity="warning")
-        return self.generating
+        elif self.binding:
+            self.notify(f"still binding {self.binding}: a moment", severity="warning")
+        return self.generating or bool(self.binding)
 
     def action_cycle_drafter(self) -> None:
         """off → ngram → draft → hybrid → auto, skipping drafters this pair
@@ -235,38 +248,51 @@ class ChatActions:
         title = "Reply as JSON matching… (a JSON schema file's path; off: free text)"
         self.push_screen(TextPrompt(title), lambda path: path and self.set_schema(path))
 
-    def _schema_prefix(self, text: str) -> str | None:
-        """A message may start with "/schema FILE" (or "/schema off"): apply it,
-        then return the rest to send; None when nothing is to be sent."""
-        try:
-            path, rest = schema_prefix(text)
-        except SpecchatError as err:
-            self.notify(err.one_line(), title="schema", severity="error", timeout=10)
-            return None
-        if path is None:
-            return text
-        if not self.set_schema(path):
-            return None  # the message stays in the prompt, to fix the path
-        if not rest:
-            self.query_one(PromptInput).clear()
-        return rest or None
-
-    def set_schema(self, path: str) -> bool:
+    def set_schema(self, path: str, then_send: str | None = None) -> None:
         """Constrain the next replies to the JSON schema file at `path` ("off":
-        free text again). A file that cannot be used is an error notice: False."""
+        free text again), bound on a worker; then send `then_send` (the rest of
+        a "/schema FILE rest" message). A file that cannot be used is an error
+        notice, and the message stays in the prompt to fix the path."""
+        if self.session is None or self._busy():
+            return
+        if path == "off":
+            self.session.set_constraint(None)
+            self.post_message(SchemaBound(then_send))
+            return
+        self.binding = Path(path).name
+        self._set_status(note=f"binding {self.binding}…")
+        self.bind_schema(self.session, path, then_send)
+
+    @work(thread=True, group="schema", exit_on_error=False)
+    def bind_schema(self, session, path: str, then_send: str | None) -> None:
         from specchat.schema import load_schema
 
-        if self.session is None or self._busy():
-            return False
         try:
-            self.session.set_constraint(None if path == "off" else load_schema(path))
+            spec = load_schema(path, warn=None)
+            session.set_constraint(spec)
         except SpecchatError as err:
-            self.notify(err.one_line(), title="schema", severity="error", timeout=10)
-            return False
+            self.post_message(SchemaBound(then_send, error=err.one_line()))
+        except Exception as err:  # the app stays: say what happened
+            self.post_message(SchemaBound(then_send, error=f"{type(err).__name__}: {err}"))
+        else:
+            self.post_message(SchemaBound(then_send, warning=spec.warning))
+
+    def on_schema_bound(self, msg: SchemaBound) -> None:
+        self.binding = ""
+        self._set_status(note="")
+        if msg.error:
+            self.notify(msg.error, title="schema", severity="error", timeout=10)
+            return
+        if msg.warning:
+            self.notify(msg.warning, title="schema", severity="warning", timeout=15)
         label = self.session.status().constraint
         self.notify(f"replies must match {label}" if label else "replies are free text again", timeout=4)
-        self._set_status()
-        return True
+        if msg.then_send is None:  # from F8: the prompt is the user's
+            return
+        if msg.then_send and not blank(msg.then_send):
+            self.send(msg.then_send)
+        else:
+            self.query_one(PromptInput).clear()
 
     def action_new_chat(self) -> None:
         if self._busy():

@@ -1,7 +1,8 @@
 """The chat app: it composes the parts and wires them together. One
 ChatSession is driven from a thread worker (stream.py paces its rounds to
 the screen), the conversation and its history live in conversation.py, every
-key in actions.py, settings and themes are saved as you go.
+key in actions.py, settings and themes are saved as you go. Loading a pair
+and binding a schema run on workers too: the screen never waits on llama.cpp.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from specchat import config, paths
 from specchat.config import Settings
 from specchat.errors import SpecchatError
 from specchat.history import History
+from specchat.schema import schema_prefix
 from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
 from specchat.tui.actions import ACTIONS, ChatActions, SpecchatCommands
@@ -37,6 +39,7 @@ from specchat.tui.widgets import (AssistantMessage, PromptInput, Status, StatsPa
 class SessionReady(Message):
     session: object | None  # ChatSession, or None when loading failed
     error: str = ""
+    dropped_constraint: str = ""  # why the schema set before could not hold for this pair
 
 
 class SpecchatApp(ChatActions, App):
@@ -75,6 +78,7 @@ class SpecchatApp(ChatActions, App):
         self.session = None
         self.cancel_event = threading.Event()
         self.generating = False
+        self.binding = ""  # the schema file being bound on a worker, if one is
         self.show_rejected = True
         self.editing = False
         self.live_tok_s: float | None = None
@@ -183,7 +187,7 @@ class SpecchatApp(ChatActions, App):
         except Exception as err:  # a broken file, say: show it, keep the app
             self.post_message(SessionReady(None, f"{type(err).__name__}: {err}"))
             return
-        self.post_message(SessionReady(session))
+        self.post_message(SessionReady(session, dropped_constraint=self._carry_constraint(self.session, session)))
 
     @on(SessionReady)
     def session_ready(self, msg: SessionReady) -> None:
@@ -193,7 +197,9 @@ class SpecchatApp(ChatActions, App):
             return
         old, self.session = self.session, msg.session
         self.conversation.attach(msg.session)  # the conversation goes on with the new pair
-        self._carry_constraint(old, msg.session)
+        if msg.dropped_constraint:
+            self.notify(f"replies are free text with {msg.session.pair}: {msg.dropped_constraint}", title="schema",
+                        severity="warning", timeout=10)
         self.drafter = msg.session.drafter_name
         self.pacer.cpu_bound = getattr(msg.session.target, "cpu_bound", False)
         if old is not None:
@@ -203,16 +209,18 @@ class SpecchatApp(ChatActions, App):
             self._save({"pair": msg.session.pair})
         self._set_status(note="")
 
-    def _carry_constraint(self, old, new) -> None:
-        """A schema or grammar set before a pair switch holds for the new pair too."""
+    @staticmethod
+    def _carry_constraint(old, new) -> str:
+        """A schema or grammar set before a pair switch holds for the new pair
+        too (bound on the loading worker); why it cannot, or ""."""
         spec = old.constraint_spec if old is not None else None
         if spec is None:
-            return
+            return ""
         try:
             new.set_constraint(spec)
         except SpecchatError as err:
-            self.notify(f"replies are free text with {new.pair}: {err.message}", title="schema", severity="warning",
-                        timeout=10)
+            return err.message
+        return ""
 
     # --- status ------------------------------------------------------------------------
 
@@ -230,14 +238,25 @@ class SpecchatApp(ChatActions, App):
 
     @on(PromptInput.Submitted)
     def submitted(self, msg: PromptInput.Submitted) -> None:
+        """Send the message; one that starts with "/schema FILE" (or "/schema
+        off") binds it first, and sends the rest once it is bound."""
         if self.session is None:
             self.notify("no model loaded yet", severity="warning")
             return
         if self._busy():
             return
-        text = self._schema_prefix(msg.text)
-        if text is None:
+        try:
+            path, rest = schema_prefix(msg.text)
+        except SpecchatError as err:
+            self.notify(err.one_line(), title="schema", severity="error", timeout=10)
             return
+        if path is not None:
+            self.set_schema(path, then_send=rest)
+        else:
+            self.send(msg.text)
+
+    def send(self, text: str) -> None:
+        """Send text from the prompt as the next message (or the edited last one)."""
         self.query_one(PromptInput).clear()
         kind = "edit" if self.editing else "reply"
         self.editing = False
