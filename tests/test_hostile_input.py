@@ -207,6 +207,16 @@ def test_run_warns_in_one_line_naming_the_keywords_the_grammar_ignores(tmp_path,
     assert json.loads(r.stdout)["text"].startswith('{"n": ')
 
 
+def test_a_bench_suite_whose_schema_has_ignored_keywords_warns_in_one_line(tmp_path, capsys):
+    from specchat.suites import load_suite
+
+    (tmp_path / "keywords.schema.json").write_text(json.dumps(KEYWORDS_SCHEMA))
+    suite = tmp_path / "mine.toml"
+    suite.write_text('[[prompt]]\nid = "n"\ntext = "Give n."\nschema = "keywords.schema.json"\n')
+    assert load_suite(str(suite)).prompts[0].constraint.ignored == ("if", "then", "patternProperties", "minimum")
+    assert capsys.readouterr().err.splitlines() == [f"warning: {KEYWORDS_WARNING}"]
+
+
 # --- the chat: binding off the screen's thread ---------------------------------------------
 
 
