@@ -98,8 +98,9 @@ def _read(path: str | Path, what: str) -> str:
     if not p.is_file():
         raise SpecchatError(f"no {what} file at {p}", hint=f"check the path of the {what} file", code=2)
     try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise SpecchatError(f"{p.name} is {_size(p.stat().st_size)}: too big for a {what}",
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise SpecchatError(f"{p.name} is {_size(size)}: too big for a {what}",
                                 hint=f"specchat reads {what} files up to {_size(MAX_FILE_BYTES)}", code=2)
         return p.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:

@@ -117,6 +117,20 @@ def test_repeat_counts_the_converter_would_write_out_are_refused():
     assert schema_spec({"enum": [{"maxLength": 1_000_000}]}, "data.json").ignored == ()
 
 
+def test_schema_files_too_big_or_too_deep_to_read_are_one_error(tmp_path):
+    huge = tmp_path / "huge.schema.json"
+    huge.write_text(" " * (17 * 1024 * 1024) + "{}")
+    with pytest.raises(SpecchatError) as err:
+        load_schema(huge)
+    assert err.value.one_line() == ("huge.schema.json is 17.0 MB: too big for a JSON schema "
+                                    "(specchat reads JSON schema files up to 16.0 MB)")
+    deep = tmp_path / "deep.schema.json"
+    deep.write_text('{"items": ' * 100_000 + "{}" + "}" * 100_000)
+    with pytest.raises(SpecchatError) as err:
+        load_schema(deep)
+    assert err.value.one_line() == "deep.schema.json nests too deeply to read (a JSON schema nests a few levels, not thousands)"
+
+
 @pytest.mark.real
 def test_run_refuses_a_grammar_whose_alternatives_multiply_once_the_bind_time_is_up(tmp_path, tiny_pair):
     r = specchat("run", "Say it.", "--target", str(tiny_pair[0]), "--grammar", str(multiplying_gbnf(tmp_path)),
