@@ -74,10 +74,14 @@ class Grammar:
         self.spec = spec
         self.model = model
         self._root = None
-        with _stderr_to(tempfile.TemporaryFile()) as said:  # the GBNF parser writes its errors to stderr
-            self._root = _bind(model.vocab, spec)
+        if spec.schema is None:  # a GBNF file: the parser writes its errors to C's stderr, caught here
+            with _stderr_to(tempfile.TemporaryFile()) as said:
+                self._root = _bind(model.vocab, spec)
+            parser_said = said.read().decode("utf-8", "replace").splitlines()
+        else:  # the converter's GBNF parses; and the chat draws on stderr while its worker binds
+            self._root, parser_said = _bind(model.vocab, spec), []
         if not self._root:
-            reason = _grammar_error(said.read().decode("utf-8", "replace").splitlines() + recent_log())
+            reason = _grammar_error(parser_said + recent_log())
             raise SpecchatError(f"{spec.source} is not a grammar llama.cpp can read: {reason}",
                                 hint="see llama.cpp's grammars/README.md for the GBNF syntax", code=2)
         self.eos = model.eos
