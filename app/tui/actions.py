@@ -18,7 +18,8 @@ from specchat import paths
 from specchat.drafters import NEEDS_CONSTRAINT
 from specchat.errors import SpecchatError
 from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker, TextPrompt
-from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, blank, last_code_block
+from specchat.checks import blank
+from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, last_code_block
 
 
 @dataclass(frozen=True)

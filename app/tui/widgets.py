@@ -10,7 +10,6 @@ resolves at render time, so a theme switch recolours every reply.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from textual import events
@@ -20,6 +19,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Markdown, Sparkline, Static, TextArea
 
+from specchat.checks import blank
 from specchat.history import Message as Stored
 from specchat.stats import device_text, merge_spans, number, stats_fields
 from specchat.textsafe import safe_text
@@ -355,16 +355,6 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
 
 
 # --- prompt input -----------------------------------------------------------------
-
-
-_DRAWS_NOTHING = "\u115f\u1160\u2800\u3164\uffa0"  # letters that draw nothing (fillers, the blank braille cell)
-
-
-def blank(text: str) -> bool:
-    """Nothing visible: only whitespace, control and format characters
-    (zero-width spaces, joiners, a BOM) and blank fillers. No message."""
-    return all(ch.isspace() or ch in _DRAWS_NOTHING or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
-               for ch in text)
 
 
 class PromptInput(TextArea):
