@@ -1,6 +1,6 @@
 """specchat: terminal chat for local llama.cpp models with visible speculative decoding."""
 
-from specchat.native import preload
+from specchat.llamacpp.native import preload
 
 __version__ = "0.1.0"
 

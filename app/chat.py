@@ -21,7 +21,8 @@ from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.registry import Drafters
 from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
-from specchat.grammar import Constraint, Grammar
+from specchat.grammar import Constraint
+from specchat.llamacpp.grammar import Grammar
 from specchat.schema import GrammarSpec
 from specchat.sampling import SamplingParams
 from specchat.stats import Round

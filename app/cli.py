@@ -95,7 +95,7 @@ def pull(
     name: Optional[str] = typer.Option(None, "--name", help="Custom pair: its name."),
 ) -> None:
     """Download a model pair into the store and verify it."""
-    from specchat.pull import run_pull
+    from specchat.store.pull import run_pull
 
     try:
         run_pull(pair, source=source, target=target, draft=draft, name=name)
@@ -109,7 +109,7 @@ def models(
     verify: bool = typer.Option(False, "--verify", help="Re-hash every pulled file and say which match their sha256."),
 ) -> None:
     """List catalog pairs and what is pulled."""
-    from specchat.inventory import show_models, verify_models
+    from specchat.store.inventory import show_models, verify_models
 
     try:
         if verify:
@@ -122,7 +122,7 @@ def models(
 @app.command()
 def rm(pairs: list[str] = typer.Argument(..., help="Pairs whose files to delete (name two pairs to delete the files they share).")) -> None:
     """Delete pairs' files that no other pulled pair uses."""
-    from specchat.inventory import run_rm
+    from specchat.store.inventory import run_rm
 
     try:
         run_rm(pairs)
@@ -182,8 +182,8 @@ def run(
                                   top_p=checks.top_p(top_p), seed=checks.seed(seed))
         constraint = checks.constraint(json_schema, grammar, server)
         if server is not None or baseline or baseline_server:
-            from specchat.server_session import open_server_session
-            from specchat.serverrun import run_on_server
+            from specchat.server.session import open_server_session
+            from specchat.server.run import run_on_server
 
             if check_identical:
                 raise SpecchatError("--check-identical cannot be used with --server", code=2,
@@ -257,7 +257,7 @@ def bench(
 ) -> None:
     """Measure every drafter against plain decoding on this machine."""
     from specchat import checks
-    from specchat.bench import run_command
+    from specchat.bench.runner import run_command
 
     try:
         checks.temperature(temp)

@@ -2,7 +2,7 @@
 
 A conversation is a list of messages. Each assistant message also keeps its
 turn's stats (TurnStats as JSON, plus which drafters ran) and its token
-spans (`specchat.stats.spans`), so a reopened conversation shows the same
+spans (`specchat.display.spans`), so a reopened conversation shows the same
 colours and numbers.
 
 Every write is one transaction, and the user's message is stored when it is
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat import paths
-from specchat.stats import number
+from specchat.display import number
 from specchat.textsafe import safe_text
 
 SCHEMA = """

@@ -27,7 +27,7 @@ def pair_files(pair: str | None, target: str | None, draft: str | None) -> tuple
         return t.stem, t, d
     if draft:
         raise SpecchatError("--draft needs --target", hint="or use --pair NAME")
-    from specchat.store import default_pair_name, resolve_pair
+    from specchat.store.files import default_pair_name, resolve_pair
 
     name = pair or default_pair_name()
     t, d = resolve_pair(name)
@@ -52,12 +52,12 @@ def open_session(
     verbose: bool = False,
     warn: Callable[[str], None] | None = None,
 ) -> ChatSession:
-    from specchat import llama
+    from specchat.llamacpp import llama
 
     llama.set_verbose(verbose)
     label, t_path, d_path = pair_files(pair, target, draft)
     if d_path is not None and d_path != t_path:
-        from specchat.compat import check_pair
+        from specchat.store.compat import check_pair
 
         check_pair(t_path, d_path)
     target_model = llama.Model(t_path, n_ctx=ctx, n_threads=threads, n_gpu_layers=n_gpu_layers)

@@ -19,7 +19,8 @@ from rich.text import Text
 
 from specchat.chat import ChatSession
 from specchat.engine import Turn
-from specchat.stats import Round, TurnStats, first_difference, round_spans, spans, stats_fields
+from specchat.display import round_spans, spans, stats_fields
+from specchat.stats import Round, TurnStats, first_difference
 from specchat.textsafe import safe_json, safe_text
 from specchat.themes import SPEC_DEFAULTS, span_style
 

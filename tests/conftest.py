@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import specchat  # noqa: F401  before any test module imports numpy: see app/native.py
+import specchat  # noqa: F401  before any test module imports numpy: see app/llamacpp/native.py
 
 # --- model store fixtures (owned by catalog/store/pull) -------------------------------
 # Real model files live in a store outside the clone, shared by every test run:
@@ -20,9 +20,9 @@ def models_cache_dir() -> Path:
 
 
 def _pulled(name: str) -> tuple[Path, Path]:
-    from specchat.catalog import load_catalog
-    from specchat.pull import pull_pair
-    from specchat.store import pair_ready, resolve_pair
+    from specchat.store.catalog import load_catalog
+    from specchat.store.pull import pull_pair
+    from specchat.store.files import pair_ready, resolve_pair
 
     root = models_cache_dir()
     if not pair_ready(load_catalog().get(name), root):

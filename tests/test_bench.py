@@ -11,12 +11,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from specchat import measure as measure_mod
-from specchat.bench import Bench, make_plan, show, write_json
-from specchat.suites import SUITES, Prompt, Suite, load_suite
+from specchat.bench import measure as measure_mod
+from specchat.bench.runner import Bench, make_plan, show, write_json
+from specchat.bench.suites import SUITES, Prompt, Suite, load_suite
 from specchat.cli import app
 from specchat.errors import SpecchatError
-from specchat.scorecard import CostCurve, Run, break_even, rows
+from specchat.bench.scorecard import CostCurve, Run, break_even, rows
 from specchat.stats import position_counts
 from specchat.stats import Round, TurnStats
 
@@ -103,7 +103,7 @@ def test_off_row_takes_every_off_run_and_reference_pairs_like_a_config(fabricate
 
 
 def test_off_spread_flags_a_busy_machine(fabricated):
-    from specchat.scorecard import off_spread
+    from specchat.bench.scorecard import off_spread
 
     assert off_spread(fabricated) == pytest.approx(10.0 / 5.0)  # off ran at 10, 5, 10 and 10 tok/s
     out = io.StringIO()
@@ -252,7 +252,7 @@ def test_tiny_bench_report_and_ab_order(tiny_session, tiny_pair, small_measures,
     b = Bench(tiny_session, plan)
     b.run()
     path = tmp_path / "bench.json"
-    from specchat.measure import file_facts
+    from specchat.bench.measure import file_facts
 
     write_json(b.report({"name": "tiny", "target": file_facts(tiny_pair[0]), "draft": file_facts(tiny_pair[1])}), str(path))
     report = json.loads(path.read_text())

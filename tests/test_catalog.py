@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from specchat.catalog import load_catalog, parse_ref, save_custom_pair
+from specchat.store.catalog import load_catalog, parse_ref, save_custom_pair
 from specchat.errors import SpecchatError
 
 

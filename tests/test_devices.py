@@ -11,21 +11,21 @@ import numpy as np
 import pytest
 
 from specchat.errors import SpecchatError
-from specchat.llama import argmax_where, placement
+from specchat.llamacpp.llama import argmax_where, placement
 from specchat.loader import placement_warning
-from specchat.stats import device_text
+from specchat.display import device_text
 
 # Each entry point, imported first in a fresh interpreter, must map libllama
 # before numpy is imported (native.py says why: a CUDA build with its own
 # libstdc++ segfaulted in llama_model_load_from_file when numpy came first).
-ENTRY_POINTS = ["specchat.cli", "specchat.engine", "specchat.drafters", "specchat.bench",
-                "specchat.tui.app", "specchat.sampling", "specchat.llama", "tests.conftest"]
+ENTRY_POINTS = ["specchat.cli", "specchat.engine", "specchat.drafters", "specchat.bench.runner",
+                "specchat.tui.app", "specchat.sampling", "specchat.llamacpp.llama", "tests.conftest"]
 
 
 @pytest.mark.parametrize("module", ENTRY_POINTS)
 def test_llama_cpp_loads_before_numpy_whatever_is_imported_first(module):
     code = (
-        f"import {module}, sys, specchat.native as n\n"
+        f"import {module}, sys, specchat.llamacpp.native as n\n"
         "import numpy\n"
         "maps = open('/proc/self/maps').read()\n"
         "print(n.loaded_before_numpy, 'libllama' in maps)\n"
@@ -36,7 +36,7 @@ def test_llama_cpp_loads_before_numpy_whatever_is_imported_first(module):
 
 
 def test_numpy_imported_before_specchat_is_reported_not_hidden():
-    code = "import numpy, specchat.native as n; print(n.loaded_before_numpy)"
+    code = "import numpy, specchat.llamacpp.native as n; print(n.loaded_before_numpy)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False"]
 
@@ -140,7 +140,7 @@ def test_the_graph_argmax_picks_the_hosts_tokens_and_keeps_the_cache(tiny_pair, 
     """llama.cpp's backend greedy sampler, run here on the CPU backend (a GPU
     runs the same code with its own argmax kernel): the same tokens as numpy's
     argmax, for a plain step and for every row of a 5-position batch."""
-    from specchat import llama
+    from specchat.llamacpp import llama
 
     monkeypatch.setenv("SPECCHAT_ARGMAX", "graph")
     m = llama.Model(tiny_pair[0], n_ctx=1024)
@@ -177,7 +177,7 @@ def test_the_graph_argmax_picks_the_hosts_tokens_and_keeps_the_cache(tiny_pair, 
 
 @pytest.mark.real
 def test_where_the_device_gives_no_greedy_token_the_host_keeps_the_argmax(tiny_pair, monkeypatch):
-    from specchat import llama
+    from specchat.llamacpp import llama
 
     monkeypatch.setenv("SPECCHAT_ARGMAX", "graph")
     # A device without the argmax op: llama.cpp attaches the sampler anyway and its tokens stay empty.

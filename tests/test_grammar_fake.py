@@ -172,7 +172,8 @@ def test_constrained_sampling_matches_the_masked_target_distribution(name):
 
 
 def test_every_builtin_theme_gives_grammar_tokens_their_own_colour():
-    from specchat.stats import Round, round_spans
+    from specchat.display import round_spans
+    from specchat.stats import Round
     from specchat.themes import BUILTIN, span_style
 
     for theme in BUILTIN:
@@ -207,7 +208,7 @@ def test_schema_prefix_splits_file_and_message():
 
 
 def test_json_suite_has_five_prompts_each_with_a_schema_of_nested_objects_arrays_and_enums():
-    from specchat.suites import load_suite
+    from specchat.bench.suites import load_suite
 
     suite = load_suite("json")
     assert [p.id for p in suite.prompts] == ["person", "order", "meeting", "ticket", "job"]
@@ -224,7 +225,7 @@ def json_kind(v: dict) -> str:
 
 
 def test_schema_lines_count_valid_replies_and_name_each_failure():
-    from specchat import scorecard
+    from specchat.bench import scorecard
     from specchat.stats import TurnStats
 
     def run(seq, prompt, drafter, valid, error=None):

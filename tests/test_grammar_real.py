@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specchat.errors import SpecchatError
-from specchat.grammar import Grammar
+from specchat.llamacpp.grammar import Grammar
 from specchat.schema import check_reply, load_gbnf, load_schema
 from tests.test_run_cli import run_json, specchat
 
@@ -23,7 +23,7 @@ PERSON = ("Extract the person as JSON: Maria Lopez, 34, is a senior engineer in 
 
 @pytest.fixture(scope="module")
 def tiny_model(tiny_pair):
-    from specchat.llama import Model
+    from specchat.llamacpp.llama import Model
 
     m = Model(tiny_pair[0], n_ctx=512)
     yield m

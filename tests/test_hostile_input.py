@@ -150,8 +150,8 @@ def test_ctrl_c_ends_a_bind_in_progress(tmp_path, tiny_pair):
     script = textwrap.dedent(f"""
         import os, signal, threading, time
         import specchat
-        from specchat.grammar import Grammar
-        from specchat.llama import Model
+        from specchat.llamacpp.grammar import Grammar
+        from specchat.llamacpp.llama import Model
         from specchat.schema import load_gbnf
 
         model = Model({str(tiny_pair[0])!r}, n_ctx=256)
@@ -222,7 +222,7 @@ def test_run_warns_in_one_line_naming_the_keywords_the_grammar_ignores(tmp_path,
 
 
 def test_a_bench_suite_whose_schema_has_ignored_keywords_warns_in_one_line(tmp_path, capsys):
-    from specchat.suites import load_suite
+    from specchat.bench.suites import load_suite
 
     (tmp_path / "keywords.schema.json").write_text(json.dumps(KEYWORDS_SCHEMA))
     suite = tmp_path / "mine.toml"

@@ -320,9 +320,9 @@ READ = (
 
 def reply_once(url: str):
     """The whole client on one server: probe, a streamed reply, its baseline, its stats line."""
-    from specchat.server_session import ServerSession
-    from specchat.serverrun import as_json
-    from specchat.stats import stats_fields
+    from specchat.server.session import ServerSession
+    from specchat.server.run import as_json
+    from specchat.display import stats_fields
     from specchat.textsafe import safe_json
 
     session = ServerSession(url, with_baseline=True)
@@ -380,7 +380,7 @@ def test_any_line_in_the_stream_is_a_result_or_one_specchat_error(one_server, in
 @given(st.lists(st.dictionaries(st.sampled_from(["predicted_n", "draft_n", "draft_n_accepted"]), json_values),
                 max_size=6))
 def test_any_sequence_of_totals_is_counted_or_refused(sequence):
-    from specchat.server_counts import Totals, server_stats
+    from specchat.server.counts import Totals, server_stats
 
     totals = Totals("http://127.0.0.1:1")
     try:
@@ -480,7 +480,7 @@ def stall_docs(stall: Stall) -> dict:
 
 
 def test_a_stalled_stream_is_cancelled_within_a_second_and_the_server_is_let_go(serve):
-    from specchat.server_session import ServerSession
+    from specchat.server.session import ServerSession
 
     stall = Stall()
     session = ServerSession(serve(stall_docs(stall)))
@@ -575,7 +575,7 @@ def test_quitting_while_a_server_is_silent_ends_the_process(serve, tmp_path):
 
 def test_a_stored_replys_impossible_counters_are_not_shown_either():
     """A reply's stats come back from the history too: the stats line shows no figure that cannot be true."""
-    from specchat.stats import stats_fields
+    from specchat.display import stats_fields
 
     stored = {"source": "server", "timings_sent": True, "counters": True, "accepted": 30, "drafted": 8,
               "acceptance_rate": 3.75, "verify_rounds": 2, "alpha": 16.0, "alpha_exact": True, "tok_s": 100.0,

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from specchat import store
-from specchat.catalog import load_catalog
+from specchat.store import files as store
+from specchat.store.catalog import load_catalog
 from specchat.errors import SpecchatError
-from specchat.pull import pull_pair
+from specchat.store.pull import pull_pair
 
 from tests.support.hostile import cli, err_lines, put, specchat
 

@@ -13,10 +13,11 @@ import shutil
 import pytest
 from rich.console import Console
 
-from specchat import hub, store
-from specchat.catalog import load_catalog
+from specchat.store import hub
+from specchat.store import files as store
+from specchat.store.catalog import load_catalog
 from specchat.errors import SpecchatError
-from specchat.pull import pull_pair
+from specchat.store.pull import pull_pair
 
 TARGET = os.urandom(3 * 1024 * 1024 + 123)
 DRAFT = os.urandom(1024 * 1024 + 7)
@@ -232,8 +233,8 @@ def gguf_bytes(tmp_path, name, **kw) -> bytes:
 
 
 def test_custom_pair_checks_tokenizers_from_the_hub_then_pulls(hub_server, tmp_path):
-    from specchat.catalog import custom_pairs_path
-    from specchat.pull import add_custom_pair
+    from specchat.store.catalog import custom_pairs_path
+    from specchat.store.pull import add_custom_pair
 
     hub_server.add("org/big-GGUF", "big.gguf", gguf_bytes(tmp_path, "big.gguf"))
     hub_server.add("org/small-GGUF", "small.gguf", gguf_bytes(tmp_path, "small.gguf", merges=False))
@@ -248,9 +249,9 @@ def test_custom_pair_checks_tokenizers_from_the_hub_then_pulls(hub_server, tmp_p
 
 
 def test_custom_pair_with_other_tokenizer_is_refused_and_not_saved(hub_server, tmp_path):
-    from specchat.catalog import custom_pairs_path
-    from specchat.compat import IncompatiblePair
-    from specchat.pull import add_custom_pair
+    from specchat.store.catalog import custom_pairs_path
+    from specchat.store.compat import IncompatiblePair
+    from specchat.store.pull import add_custom_pair
 
     hub_server.add("org/big-GGUF", "big.gguf", gguf_bytes(tmp_path, "big.gguf"))
     hub_server.add("org/other-GGUF", "other.gguf", gguf_bytes(tmp_path, "other.gguf", eos=7))
@@ -262,7 +263,7 @@ def test_custom_pair_with_other_tokenizer_is_refused_and_not_saved(hub_server, t
 
 
 def test_custom_pair_cannot_take_a_built_in_name(hub_server):
-    from specchat.pull import add_custom_pair
+    from specchat.store.pull import add_custom_pair
 
     with pytest.raises(SpecchatError, match="'smollm2-135m' is a built-in pair"):
         add_custom_pair("smollm2-135m", "org/a-GGUF:a.gguf", "org/b-GGUF:b.gguf")

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from specchat import mirror, store
-from specchat.catalog import load_catalog
+from specchat.store import mirror
+from specchat.store import files as store
+from specchat.store.catalog import load_catalog
 from specchat.errors import SpecchatError
-from specchat.pull import pull_pair
+from specchat.store.pull import pull_pair
 
 CHUNKS = [os.urandom(200_000 + n) for n in range(3)]
 WHOLE = b"".join(CHUNKS)

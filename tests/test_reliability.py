@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specchat.catalog import load_catalog
+from specchat.store.catalog import load_catalog
 from specchat.config import Settings, read_settings, save_settings
 from specchat.history import Conversation, Message, to_markdown
 from specchat.stats import Round

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from specchat import store
-from specchat.catalog import load_catalog
+from specchat.store import files as store
+from specchat.store.catalog import load_catalog
 from specchat.config import Settings
 from specchat.errors import SpecchatError
 from specchat.history import History
-from specchat.pull import pull_pair
+from specchat.store.pull import pull_pair
 
 from tests.support.hostile import cli, err_lines, flip_a_byte, put, read_only, specchat
 
@@ -176,7 +176,7 @@ def hostile_gguf(path: Path) -> Path:
 
 
 def test_a_gguf_with_a_huge_key_length_is_refused_quickly(tmp_path):
-    from specchat.compat import read_vocab
+    from specchat.store.compat import read_vocab
 
     path = hostile_gguf(tmp_path / "evil.gguf")
     assert path.stat().st_size == 132
@@ -205,7 +205,7 @@ def test_rm_waits_for_no_pull_it_refuses_while_one_holds_the_file(pairs, speccha
     partial = store.partial_path(path)
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time\nfrom specchat import store\nfrom specchat.catalog import load_catalog\n"
+         "import sys, time\nfrom specchat import store\nfrom specchat.store.catalog import load_catalog\n"
          "f = load_catalog().get('one').target\n"
          "with store.lock(f):\n"
          "    store.partial_path(store.file_path(f)).write_bytes(b'unpacking')\n"

@@ -87,7 +87,7 @@ def test_run_json_reports_the_servers_counters_exactly(spec_server):
 
 @pytest.mark.real
 def test_chunks_spend_exactly_the_servers_totals(spec_server):
-    from specchat.server_session import ServerSession
+    from specchat.server.session import ServerSession
 
     session = ServerSession(spec_server.url, max_tokens=60)
     seen = []
@@ -119,7 +119,7 @@ def test_run_prints_the_stats_line_from_the_server(spec_server):
 
 @pytest.mark.real
 def test_chunk_colours_are_the_themes_accepted_colour(spec_server):
-    from specchat.server_session import ServerSession
+    from specchat.server.session import ServerSession
     from specchat.run import round_text  # what `run --server` prints each chunk with
     from specchat.themes import SPEC_DEFAULTS
 
@@ -194,7 +194,7 @@ def test_baseline_server_with_a_draft_is_refused(spec_server):
 
 @pytest.mark.real
 def test_a_server_killed_mid_stream_keeps_the_partial_reply(tiny_pair, tmp_path):
-    from specchat.server_session import ServerSession
+    from specchat.server.session import ServerSession
 
     target, draft = tiny_pair
     server = LlamaServer(spec_args(target, draft), tmp_path / "server.log").start()
@@ -273,7 +273,7 @@ def test_a_wrong_url_names_the_fix(spec_server):
 @pytest.mark.real
 def test_a_request_the_server_refuses_is_http_4xx_with_its_message(spec_server):
     from specchat.errors import SpecchatError
-    from specchat.server import ServerClient
+    from specchat.server.client import ServerClient
 
     client = ServerClient(spec_server.url)
     with pytest.raises(SpecchatError) as err:
@@ -367,8 +367,8 @@ def test_per_request_settings_where_props_lists_them(canned):
     url = canned({"/v1/models": MODELS, "/props": (200, "application/json", json.dumps(props).encode()),
                   "/v1/chat/completions": (200, "text/event-stream", stream)}, bodies)
     from specchat.errors import SpecchatError
-    from specchat.server import ServerClient
-    from specchat.server_session import ServerSession
+    from specchat.server.client import ServerClient
+    from specchat.server.session import ServerSession
 
     session = ServerSession(url, k=5)
     assert session.info.knobs == ("n_max", "n_min", "p_min") and session.drafter_names() == ["server", "off"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def test_totals_spend_accepted_drafts_on_the_rounds_tokens():
-    from specchat.server_counts import Totals
+    from specchat.server.counts import Totals
 
     t = Totals()
     # A round drafting 3 with 2 accepted: its counters come with its first token, then 2 more tokens.

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from specchat import store
-from specchat.catalog import ModelFile, load_catalog
+from specchat.store import files as store
+from specchat.store.catalog import ModelFile, load_catalog
 from specchat.errors import SpecchatError
 from tests.support.hostile import put
 

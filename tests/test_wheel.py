@@ -22,7 +22,7 @@ CHECK = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import specchat, specchat.drafters, specchat.themes
-from specchat.catalog import load_catalog
+from specchat.store.catalog import load_catalog
 assert specchat.__file__.startswith(sys.argv[1]), specchat.__file__
 for module in (specchat.drafters, specchat.themes):
     assert module.__file__.startswith(sys.argv[1]), module.__file__
@@ -49,7 +49,7 @@ def wheel(tmp_path_factory) -> Path:
 @pytest.mark.network
 def test_wheel_holds_the_mapped_packages_and_the_catalog(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    for member in ("specchat/__init__.py", "specchat/drafters/__init__.py", "specchat/themes/__init__.py", "specchat/catalog.toml"):
+    for member in ("specchat/__init__.py", "specchat/drafters/__init__.py", "specchat/themes/__init__.py", "specchat/store/catalog.toml"):
         assert member in names
     assert not any(n.startswith(("app/", "drafters/", "themes/", "tests/")) for n in names)
 

@@ -158,7 +158,7 @@ _HINTS = {"colour": 'a colour (try "#268bd2")', "style": 'a text style (try "bol
 
 
 def span_style(kind: str, drafter: str, resolve=lambda var: f"${var}") -> str:
-    """The style of one span of a reply ({kind, drafter}, as stats.spans makes
+    """The style of one span of a reply ({kind, drafter}, as display.spans makes
     them): the target's own tokens plain, rejected drafts struck through, and
     accepted drafts in the accepted colour, or in hybrid mode in the colour of
     the drafter that proposed them. Textual resolves the $variables from the

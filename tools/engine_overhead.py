@@ -36,7 +36,7 @@ from statistics import median
 
 import numpy as np
 
-import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
+import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 from specchat.costmodel import interpolate
 from specchat.drafters.registry import Drafters
 from specchat.engine import Engine

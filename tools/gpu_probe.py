@@ -30,9 +30,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
-from specchat import llama
-from specchat.measure import measure_cost_curve
+import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
+from specchat.llamacpp import llama
+from specchat.bench.measure import measure_cost_curve
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = (ROOT / "tests" / "data" / "code_edit_prompt.txt").read_text()

@@ -30,7 +30,7 @@ import argparse
 import statistics
 import time
 
-import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
+import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 
 
 def main() -> None:
@@ -43,9 +43,9 @@ def main() -> None:
     import numpy as np
 
     from specchat.costmodel import time_decodes
-    from specchat.grammar import Grammar
+    from specchat.llamacpp.grammar import Grammar
     from specchat.loader import open_session
-    from specchat.suites import load_suite
+    from specchat.bench.suites import load_suite
 
     wanted = set(filter(None, args.prompts.split(",")))
     session = open_session(args.pair, drafter="off", k=4, baseline_every=0, max_tokens=args.max_tokens)
@@ -104,7 +104,8 @@ def main() -> None:
 def forced_tokens(spec, model, reply: list[int]) -> int:
     """Tokens of the reply that the grammar drafter would have drafted: those
     inside the forced text ahead of the state they were decoded from."""
-    from specchat.grammar import Constraint, Grammar
+    from specchat.grammar import Constraint
+    from specchat.llamacpp.grammar import Grammar
 
     c = Constraint()
     c.set(Grammar(spec, model))

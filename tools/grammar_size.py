@@ -21,7 +21,7 @@ import random
 import string
 import time
 
-import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
+import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 
 
 def main() -> None:
@@ -32,9 +32,10 @@ def main() -> None:
     args = ap.parse_args()
 
     from specchat import schema
-    from specchat.grammar import Constraint, Grammar
-    from specchat.llama import Model
-    from specchat.store import resolve_pair
+    from specchat.grammar import Constraint
+    from specchat.llamacpp.grammar import Grammar
+    from specchat.llamacpp.llama import Model
+    from specchat.store.files import resolve_pair
 
     schema.MAX_ALTERNATIVES = schema.MAX_GBNF_BYTES = 10**12  # measure past the limits
     model = Model(resolve_pair(args.pair)[0], n_ctx=512)

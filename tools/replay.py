@@ -51,7 +51,7 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
-import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
+import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 from specchat.costmodel import CostModel, interpolate
 from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.base import Draft
@@ -120,7 +120,7 @@ def draft_rates(report: dict) -> dict[str, list[float]]:
 
 def load_replies(report: dict, pair: str) -> list[dict]:
     """The report's off replies as (suite, prompt tokens, reply tokens), in the bench's order."""
-    from specchat.suites import load_suite
+    from specchat.bench.suites import load_suite
     from specchat.loader import open_session
 
     s = open_session(pair, drafter="off", k=4)

@@ -26,7 +26,7 @@ import statistics
 import subprocess
 import sys
 
-import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
+import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 from tools.tui_overhead import PROMPT, count_sleeps, on_a_thread, run_plain, spread, ui_replies
 
 

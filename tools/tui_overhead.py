@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-import specchat  # noqa: F401  llama.cpp before numpy (app/native.py)
+import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 
 PROMPT = "Write a Python function that reverses a list, then explain it."  # thread_vs_main uses it too
 

@@ -8,9 +8,9 @@ def run_chat(pair: str | None = None, drafter: str | None = None, k: int | None 
              theme: str | None = None, server: str | None = None, baseline: bool = False,
              baseline_server: str | None = None) -> int:
     """Run the chat; returns the exit code (1 when the app crashed). With
-    `server`, the chat talks to a llama.cpp server (specchat.server_session)."""
+    `server`, the chat talks to a llama.cpp server (specchat.server.session)."""
     from specchat import checks
-    from specchat.catalog import load_catalog
+    from specchat.store.catalog import load_catalog
     from specchat.config import read_settings
     from specchat.history import open_history
     from specchat.tui.models import chat_models

@@ -16,7 +16,7 @@ from specchat.config import Settings
 from specchat.errors import SpecchatError
 
 if TYPE_CHECKING:
-    from specchat.server_session import ServerSession
+    from specchat.server.session import ServerSession
 
 
 @dataclass
@@ -32,32 +32,32 @@ class Models:
     """The real store, pull and loader."""
 
     def pairs(self) -> list[PairInfo]:
-        from specchat.store import pair_status
+        from specchat.store.files import pair_status
 
         return [_info(p) for p in pair_status()]
 
     def default_pair(self) -> str:
-        from specchat.store import default_pair_name
+        from specchat.store.files import default_pair_name
 
         return default_pair_name()
 
     def is_pulled(self, name: str) -> bool:
         """Both files are in the store. One whose bytes changed counts too:
         opening it then fails with a message that names the file and the fix."""
-        from specchat.store import pair_status
+        from specchat.store.files import pair_status
 
         entry = pair_status(name)[0]
         return all(entry[role]["state"] in ("verified", "damaged") for role in ("target", "draft"))
 
     def pull(self, name: str) -> None:
         """Blocking; run it in a thread. Progress comes from `pull_progress`."""
-        from specchat.pull import pull_pair
+        from specchat.store.pull import pull_pair
 
         pull_pair(name, source="auto", progress=False)
 
     def pull_progress(self, name: str) -> tuple[int, int | None]:
         """(bytes on disk, bytes in all) of a pull under way, read from the store."""
-        from specchat.store import pair_status
+        from specchat.store.files import pair_status
 
         entry = pair_status(name)[0]
         done, total = 0, 0
@@ -106,7 +106,7 @@ class ServerModels:
                    "its tokens were accepted drafts. The server sends no rejected drafts.")
 
     def __init__(self, url: str, baseline: bool = False, baseline_url: str | None = None, model: str = "") -> None:
-        from specchat.server import check_url
+        from specchat.server.client import check_url
 
         self.url = check_url(url)
         self.baseline = baseline
@@ -130,7 +130,7 @@ class ServerModels:
 
     def open(self, pair: str, drafter: str, k: int, settings) -> ServerSession:
         from specchat.sampling import SamplingParams
-        from specchat.server_session import ServerSession
+        from specchat.server.session import ServerSession
 
         session = ServerSession(self.url, sampling=SamplingParams(temp=settings.temperature),
                                 system=settings.system_prompt or None, baseline_url=self.baseline_url,
@@ -153,8 +153,8 @@ def chat_models(url: str | None, *, pair: str | None, drafter: str | None, basel
             raise SpecchatError("--baseline and --baseline-server need --server URL", code=2,
                                 hint="specchat --server http://127.0.0.1:8080 --baseline")
         return None
-    from specchat.server import check_url
-    from specchat.server_session import ServerSession, check_server_options
+    from specchat.server.client import check_url
+    from specchat.server.session import ServerSession, check_server_options
 
     check_server_options({"--pair": pair}, drafter, baseline, baseline_server, instead="chat with a local pair")
     probe = ServerSession(check_url(url), with_baseline=baseline,

@@ -16,7 +16,8 @@ from typing import Callable
 
 from textual.message import Message
 
-from specchat.stats import Round, round_spans
+from specchat.display import round_spans
+from specchat.stats import Round
 
 BATCH_SECONDS = 0.04  # rounds reach the UI at most this often...
 MAX_BATCH_SECONDS = 1.5  # ...and at least this often

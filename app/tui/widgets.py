@@ -2,7 +2,7 @@
 marked in its place), the colour-coded reply, its stats line, the status
 bar, the stats panel and the prompt input.
 
-A reply is a list of spans ({text, kind, drafter}, as `specchat.stats.spans`
+A reply is a list of spans ({text, kind, drafter}, as `specchat.display.spans`
 makes them). Styles name theme variables ($spec-accepted, ...), which Textual
 resolves at render time, so a theme switch recolours every reply.
 """
@@ -21,7 +21,7 @@ from textual.widgets import Markdown, Sparkline, Static, TextArea
 
 from specchat.checks import blank
 from specchat.history import Message as Stored
-from specchat.stats import device_text, merge_spans, number, stats_fields
+from specchat.display import device_text, merge_spans, number, stats_fields
 from specchat.textsafe import safe_text
 from specchat.themes import span_style
 

@@ -51,6 +51,9 @@ class FakeGrammar:
     def start(self) -> FakeGrammarState:
         return FakeGrammarState(self, 0)
 
+    def close(self) -> None:
+        pass
+
     def tokens_of(self, text: bytes) -> list[int]:
         out, rest = [], text.decode()
         while rest:

@@ -23,8 +23,8 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from specchat import store
-from specchat.catalog import Mirror, ModelFile
+from specchat.store import files as store
+from specchat.store.catalog import Mirror, ModelFile
 from specchat.errors import SpecchatError
 
 CHUNK = 1 << 20

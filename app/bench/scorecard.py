@@ -16,7 +16,8 @@ from rich import box
 from rich.table import Table
 
 from specchat.costmodel import interpolate
-from specchat.stats import TurnStats, device_text, number
+from specchat.display import device_text, number
+from specchat.stats import TurnStats
 from specchat.textsafe import safe_text
 
 OFF = "off"

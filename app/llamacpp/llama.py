@@ -302,7 +302,7 @@ class Model:
 
     def apply_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         """Render messages with the GGUF's own chat template (jinja2)."""
-        from specchat.template import render
+        from specchat.llamacpp.template import render
 
         return render(self, messages, add_generation_prompt)
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 from specchat import paths
-from specchat.catalog import Catalog, ModelFile, Pair, load_catalog
+from specchat.store.catalog import Catalog, ModelFile, Pair, load_catalog
 from specchat.errors import SpecchatError
 
 try:  # file locks are POSIX-only; elsewhere concurrent pulls are not guarded

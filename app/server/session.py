@@ -20,9 +20,9 @@ from specchat.chat import Dialogue, SessionStatus
 from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
-from specchat.server import SERVER_DRAFTER, Fields, ServerClient, StreamCut, check_url, inconsistent
-from specchat.server_counts import Chunk, Totals, _context, check_clock, clock_rate, server_stats
-from specchat.stats import merge_spans
+from specchat.server.client import SERVER_DRAFTER, Fields, ServerClient, StreamCut, check_url, inconsistent
+from specchat.server.counts import Chunk, Totals, _context, check_clock, clock_rate, server_stats
+from specchat.display import merge_spans
 from specchat.textsafe import safe_text
 
 # Speculation off for one request, where the server takes per-request settings.

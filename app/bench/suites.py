@@ -40,7 +40,7 @@ def load_suite(name: str) -> Suite:
             raise SpecchatError(f"no suite file at {path}", hint="pass a suite name or the path of a .toml file")
         text, folder = path.read_text("utf-8"), path.parent
     elif name in SUITES:
-        folder = resources.files("specchat").joinpath("suites")
+        folder = resources.files("specchat.bench").joinpath("suites")
         text = folder.joinpath(f"{name}.toml").read_text("utf-8")
     else:
         raise SpecchatError(f"unknown suite {name!r}", hint=f"choose from: {', '.join(SUITES)} (or a .toml file)", code=2)

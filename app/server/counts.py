@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specchat.server import SERVER_DRAFTER, Fields, inconsistent
-from specchat.stats import SERVER_TOTALS, TurnStats, round_spans
+from specchat.server.client import SERVER_DRAFTER, Fields, inconsistent
+from specchat.display import SERVER_TOTALS, round_spans
+from specchat.stats import TurnStats
 
 # --- the counters, chunk by chunk -------------------------------------------------------
 
@@ -124,7 +125,7 @@ def _context(timings: dict | None, server: str = "?") -> int:
 @dataclass
 class ServerStats(TurnStats):
     """TurnStats from a server's counters, and what it sent: to_dict() carries
-    these too, so the stats line (stats.server_fields) says what is known."""
+    these too, so the stats line (display.server_fields) says what is known."""
 
     source: str = "server"
     timings_sent: bool = False  # the server sent timings at all

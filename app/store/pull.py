@@ -21,8 +21,10 @@ from rich import filesize
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from specchat import hub, mirror, store
-from specchat.catalog import ModelFile, Pair, custom_pairs_path, load_catalog, parse_ref, save_custom_pair
+from specchat.store import hub
+from specchat.store import mirror
+from specchat.store import files as store
+from specchat.store.catalog import ModelFile, Pair, custom_pairs_path, load_catalog, parse_ref, save_custom_pair
 from specchat.errors import SpecchatError
 from specchat.textsafe import safe_text
 
@@ -269,7 +271,7 @@ def add_custom_pair(name: str, target_ref: str, draft_ref: str, root: Path | Non
 
     Only the first megabytes of each file are read; nothing is stored yet.
     """
-    from specchat import compat
+    from specchat.store import compat
 
     catalog = load_catalog()
     if name in catalog.pairs and not catalog.pairs[name].custom:
@@ -283,7 +285,7 @@ def add_custom_pair(name: str, target_ref: str, draft_ref: str, root: Path | Non
 
 
 def _vocab(f: ModelFile, root: Path | None):
-    from specchat import compat
+    from specchat.store import compat
 
     if store.is_ready(f, root):
         return compat.read_vocab(store.file_path(f, root))

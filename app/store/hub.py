@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from specchat import __version__
-from specchat.catalog import ModelFile
+from specchat.store.catalog import ModelFile
 from specchat.errors import SpecchatError
-from specchat import store
-from specchat.store import read_json, write_json
+from specchat.store import files as store
+from specchat.store.files import read_json, write_json
 
 HEAD_TIMEOUT = 8.0  # seconds; an unreachable Hub should not hold up the mirror
 GET_TIMEOUT = 30.0  # seconds without a byte before a download counts as cut

@@ -20,7 +20,7 @@ from specchat.chat import ChatSession
 from specchat.costmodel import time_decodes
 from specchat.engine import prefill
 from specchat.sampling import SamplingParams, probs, sample
-from specchat.scorecard import CostCurve
+from specchat.bench.scorecard import CostCurve
 from specchat.stats import TurnStats
 
 CURVE_CONTEXT = 512  # tokens of real text before the cost curve's decodes
@@ -113,7 +113,7 @@ def time_ngram_proposals(text: list[int], context: int = NGRAM_CONTEXT, calls: i
 def machine_facts(session: ChatSession) -> dict:
     import llama_cpp
 
-    from specchat import llama
+    from specchat.llamacpp import llama
 
     return {
         "cpu_model": llama.cpu_name(),
@@ -133,7 +133,7 @@ def file_facts(path: Path | None) -> dict | None:
     """A model file with its sha256 from the store's verification record."""
     if path is None:
         return None
-    from specchat.store import read_json, record_path
+    from specchat.store.files import read_json, record_path
 
     record = read_json(record_path(path)) or {}
     return {

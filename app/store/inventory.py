@@ -10,10 +10,10 @@ import os
 from rich import filesize
 from rich.console import Console
 
-from specchat import store
-from specchat.catalog import ModelFile, load_catalog
+from specchat.store import files as store
+from specchat.store.catalog import ModelFile, load_catalog
 from specchat.errors import SpecchatError
-from specchat.pull import UI
+from specchat.store.pull import UI
 from specchat.textsafe import safe_json, safe_text
 
 

@@ -11,8 +11,8 @@ import sys
 
 from specchat.errors import SpecchatError
 from specchat.run import Output
-from specchat.server_session import ServerSession, ServerTurn
-from specchat.stats import stats_fields
+from specchat.server.session import ServerSession, ServerTurn
+from specchat.display import stats_fields
 from specchat.textsafe import safe_json
 
 

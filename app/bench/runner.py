@@ -32,11 +32,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.text import Text
-from specchat import scorecard
+from specchat.bench import scorecard
 from specchat.chat import ChatSession
 from specchat.drafters import default_k
 from specchat.errors import SpecchatError
-from specchat.measure import (
+from specchat.bench.measure import (
     bare_greedy,
     bare_stats,
     file_facts,
@@ -47,9 +47,9 @@ from specchat.measure import (
 )
 from specchat.sampling import SamplingParams
 from specchat.schema import check_reply
-from specchat.scorecard import OFF, REFERENCE, CostCurve, Run
+from specchat.bench.scorecard import OFF, REFERENCE, CostCurve, Run
 from specchat.stats import TurnStats, first_difference, position_counts
-from specchat.suites import SUITES, Prompt, Suite, load_suite
+from specchat.bench.suites import SUITES, Prompt, Suite, load_suite
 from specchat.textsafe import safe_text
 
 WIDE = 160  # output width when stdout is not a terminal

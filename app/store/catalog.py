@@ -106,7 +106,7 @@ def custom_pairs_path() -> Path:
 
 def load_catalog() -> Catalog:
     """The built-in catalog plus the user's custom pairs."""
-    builtin = tomllib.loads(resources.files("specchat").joinpath("catalog.toml").read_text("utf-8"))
+    builtin = tomllib.loads(resources.files("specchat.store").joinpath("catalog.toml").read_text("utf-8"))
     pairs = _parse_pairs(builtin, source="catalog.toml", custom=False)
     custom_path = custom_pairs_path()
     if custom_path.is_file():

@@ -1,0 +1,133 @@
+"""How a turn is shown: its rounds as coloured spans, its stats line (a
+local turn's or a server reply's, each formatting its own stats), a figure's
+format, and where a model runs. The same text for `run`, the chat and the
+history; the colours themselves are the themes'."""
+
+from __future__ import annotations
+
+from specchat.stats import Round
+
+
+def round_spans(r: Round) -> list[dict]:
+    """One round as coloured spans: accepted drafts, rejected drafts, then the
+    target's token. In hybrid mode the source reads hybrid:ngram / hybrid:draft."""
+    source = f"hybrid:{r.drafter}" if r.mode == "hybrid" else r.drafter
+    forced = "hybrid:grammar" if r.mode == "hybrid" else "grammar"
+    parts = ((r.forced_text, "accepted", forced), (r.accepted_text, "accepted", source),
+             (r.rejected_text, "rejected", source), (r.target_text, "target", "target"))
+    return [{"text": text, "kind": kind, "drafter": who} for text, kind, who in parts if text]
+
+
+def merge_spans(spans: list[dict], new: list[dict]) -> None:
+    """Append `new` to `spans`, joining neighbours of the same kind and source."""
+    for s in new:
+        last = spans[-1] if spans else None
+        if last and last["kind"] == s["kind"] and last["drafter"] == s["drafter"]:
+            last["text"] += s["text"]
+        else:
+            spans.append(dict(s))
+
+
+def spans(rounds: list[Round]) -> list[dict]:
+    """The reply as coloured spans: accepted | rejected | target, with who drafted."""
+    out: list[dict] = []
+    for r in rounds:
+        merge_spans(out, round_spans(r))
+    return out
+
+
+def number(value: float | None, fmt: str = ".2f", unit: str = "") -> str:
+    """A figure for display; "–" where it was not measured."""
+    return "–" if value is None else f"{value:{fmt}}{unit}"
+
+
+def stats_fields(stats: dict) -> list[tuple[str, str]]:
+    """The stats line of a reply as (field, text) pairs, for `run`, the chat
+    and anything else that shows one (the history's stored replies too).
+    Each source of stats formats its own: `stats["source"]` names it
+    (TurnStats and ServerStats both carry one), a local turn where absent."""
+    return LINES.get(stats.get("source", "local"), local_fields)(stats)
+
+
+def local_fields(stats: dict) -> list[tuple[str, str]]:
+    """The line of a turn decoded here (TurnStats.to_dict(), with "drafters":
+    the drafters that ran the reply). Drafting off shows its tok/s; otherwise
+    α, acceptance, the drafter's tok/s, the measured off baseline and the
+    speedup of the one over the other."""
+    tok_s = stats.get("spec_tok_s") or stats.get("tok_s", 0.0)
+    if stats.get("drafted", 0) == 0 and set(stats.get("drafters") or ["off"]) <= {"off"}:
+        return [("tok_s", f"{stats.get('tok_s', 0.0):.1f} tok/s"), ("drafter", "drafter off")]
+    baseline = stats.get("baseline_tok_s")
+    return [
+        ("alpha", f"α {stats.get('alpha', 0.0):.2f}"),
+        ("accepted", f"{stats.get('acceptance_rate', 0.0) * 100:.0f}% accepted"),
+        ("tok_s", f"{tok_s:.1f} tok/s"),
+        ("baseline", f"off {baseline:.1f} tok/s (measured)" if baseline else "off not measured (reply too short)"),
+        ("speedup", number(stats.get("speedup"), ".2f", "×")),
+    ]
+
+
+SERVER_TOTALS = "server totals"  # provenance of a server reply's accepted spans: its running counters
+NO_SPECULATION_DATA = "no speculation data from this server"
+
+
+def server_fields(stats: dict) -> list[tuple[str, str]]:
+    """The stats line of a reply from a llama.cpp server (server.ServerTurn.stats_dict):
+    the server's own counters and clock, never zeros for counters it did not
+    send, α only where every verify round was seen, a speedup only from a
+    measured --baseline, and never a figure that cannot be true (a stored
+    reply's stats are shown through here too)."""
+    if not stats.get("timings_sent"):
+        return [("speculation", NO_SPECULATION_DATA), ("timings", "the server sends no timings")]
+    parts = []
+    if not stats.get("counters"):
+        parts.append(("speculation", NO_SPECULATION_DATA))
+    else:
+        parts += _server_counts(stats)
+    tok_s, baseline, speedup = (_figure(stats.get(k)) for k in ("tok_s", "baseline_tok_s", "speedup"))
+    parts.append(("tok_s", f"{number(tok_s, '.1f')} tok/s (server clock)"))
+    if stats.get("baseline_tok_s"):
+        # A baseline that reads as 0.0 tok/s, or a speedup that is not tok/s over it, cannot be true.
+        given = stats.get("speedup") is not None
+        fits = not given or bool(tok_s and speedup and abs(speedup - tok_s / baseline) <= 0.01 * speedup)
+        if not (baseline and baseline >= 0.05 and fits):
+            parts.append(("baseline", "the baseline's figures are inconsistent, not shown"))
+        else:
+            parts.append(("baseline", f"off {baseline:.1f} tok/s (--baseline, measured)"))
+            parts.append(("speedup", number(speedup, ".2f", "×")))
+    elif stats.get("baseline_error"):
+        parts.append(("baseline", f"no baseline: {stats['baseline_error']}"))
+    return parts
+
+
+def _figure(value: object) -> float | None:
+    """A figure that can be shown: a finite number ≥ 0."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+    return float(value) if ok else None
+
+
+def _server_counts(stats: dict) -> list[tuple[str, str]]:
+    """α and the accepted drafts, where they can be true: 0 ≤ accepted ≤ drafted,
+    and α between 1 and 1 + drafted per verify round."""
+    accepted, drafted, rounds, alpha = (stats.get(k) for k in ("accepted", "drafted", "verify_rounds", "alpha"))
+    counts = all(isinstance(n, int) and not isinstance(n, bool) for n in (accepted, drafted, rounds))
+    if not counts or not 0 <= accepted <= drafted or rounds < 0:
+        return [("speculation", "the server's counters are inconsistent, not shown")]
+    parts = []
+    if stats.get("alpha_exact") and rounds and _figure(alpha) and 1 <= alpha <= 1 + drafted / rounds:
+        parts.append(("alpha", f"α {alpha:.2f}"))
+    rate = accepted / drafted if drafted else 0.0
+    parts.append(("accepted", f"{accepted}/{drafted} drafts accepted ({rate * 100:.0f}%, {SERVER_TOTALS})"))
+    return parts
+
+
+LINES = {"local": local_fields, "server": server_fields}  # a stats source → its line
+
+
+def device_text(device: dict | None) -> str:
+    """Where a model runs, from llama.placement: "CUDA · NVIDIA H200 · 29/29 layers offloaded",
+    and "· argmax in llama.cpp's graph" where greedy picks are made there (llama.Model.argmax_only)."""
+    if not device:
+        return "not loaded"
+    graph = " · argmax in llama.cpp's graph" if device.get("argmax") == "graph" else ""
+    return f"{device['backend']} · {device['device']} · {device['gpu_layers']}/{device['layers']} layers offloaded{graph}"
