@@ -205,7 +205,7 @@ def test_rm_waits_for_no_pull_it_refuses_while_one_holds_the_file(pairs, speccha
     partial = store.partial_path(path)
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time\nfrom specchat import store\nfrom specchat.store.catalog import load_catalog\n"
+         "import sys, time\nfrom specchat.store import files as store\nfrom specchat.store.catalog import load_catalog\n"
          "f = load_catalog().get('one').target\n"
          "with store.lock(f):\n"
          "    store.partial_path(store.file_path(f)).write_bytes(b'unpacking')\n"
