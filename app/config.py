@@ -7,7 +7,8 @@ to the defaults and reports a clear message naming the line.
 
     pair = "qwen2.5-coder-1.5b"
     drafter = "auto"           # off | ngram | draft | hybrid | auto
-    k = 16                     # the most a drafter may propose per round
+    k = 16                     # the most a drafter may propose per round (unset: each
+                               # drafter's own, 16 for auto/ngram, 4 for draft/hybrid)
     temperature = 0.0
     theme = "specchat-dark"
     system_prompt = ""
@@ -28,7 +29,6 @@ from pathlib import Path
 import tomlkit
 
 from specchat import checks, paths
-from specchat.drafters import DEFAULT_K
 from specchat.errors import SpecchatError
 
 
@@ -36,7 +36,7 @@ from specchat.errors import SpecchatError
 class Settings:
     pair: str | None = None  # None: the catalog's default pair
     drafter: str = "auto"  # picks drafter and length per round; never loses to off by much
-    k: int = DEFAULT_K
+    k: int | None = None  # None: each drafter's own k (drafters.default_k)
     temperature: float = 0.0
     theme: str = "specchat-dark"
     system_prompt: str = ""
@@ -101,14 +101,19 @@ def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
         if key not in _TYPES:
             errors.append(f"{where}: unknown setting {key!r}; ignored")
         elif not isinstance(value, _TYPES[key]) or isinstance(value, bool):
-            errors.append(f"{where}: {key} should be {_type_name(key)}, not {value!r}; using {getattr(s, key)!r}")
+            errors.append(f"{where}: {key} should be {_type_name(key)}, not {value!r}; using {_default(s, key)}")
         elif key == "keymap" and not all(isinstance(v, str) for v in value.values()):
             errors.append(f"{where}: keymap values should be key strings like \"ctrl+d\"; ignored")
         elif (problem := _out_of_range(key, value)) is not None:
-            errors.append(f"{where}: {problem}; using {getattr(s, key)!r}")
+            errors.append(f"{where}: {problem}; using {_default(s, key)}")
         else:
             setattr(s, key, float(value) if key == "temperature" else value)
     return s, errors
+
+
+def _default(s: Settings, key: str) -> str:
+    value = getattr(s, key)
+    return "each drafter's own" if key == "k" and value is None else repr(value)
 
 
 def _out_of_range(key: str, value) -> str | None:

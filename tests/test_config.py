@@ -40,10 +40,10 @@ def test_bad_values_name_their_line_and_keep_the_rest(tmp_path):
     path.write_text('# mine\npair = "p"\nk = "eight"\ntemperature = -1\nbogus = 1\n[keymap]\nnew_chat = 5\n')
     loaded = read_settings(path)
     assert loaded.settings.pair == "p"
-    assert loaded.settings.k == 16 and loaded.settings.temperature == 0.0 and loaded.settings.keymap == {}
+    assert loaded.settings.k is None and loaded.settings.temperature == 0.0 and loaded.settings.keymap == {}
     lines = {e.split(": ", 1)[0].rsplit(", ", 1)[1]: e for e in loaded.errors}
     assert set(lines) == {"line 3", "line 4", "line 5", "line 6"}
-    assert "k should be a whole number, not 'eight'; using 16" in lines["line 3"]
+    assert "k should be a whole number, not 'eight'; using each drafter's own" in lines["line 3"]
     assert "unknown setting 'bogus'" in lines["line 5"]
 
 
@@ -51,7 +51,8 @@ def test_k_out_of_range(tmp_path):
     path = tmp_path / "settings.toml"
     path.write_text("k = 99\n")
     loaded = read_settings(path)
-    assert loaded.settings.k == 16 and "between 1 and 32" in loaded.errors[0]
+    assert loaded.settings.k is None and "between 1 and 32" in loaded.errors[0]
+    assert "using each drafter's own" in loaded.errors[0]
 
 
 def test_save_keeps_comments_and_other_keys(tmp_path):

@@ -74,6 +74,25 @@ async def test_cycle_drafter_mid_reply(tmp_path):
         assert app.session.drafter_name == "draft"
 
 
+async def test_each_drafter_runs_at_its_own_k_until_one_is_chosen(tmp_path):
+    """The chat's k rule is run's and bench's (drafters.default_k): draft and
+    hybrid at 4, the copying drafters and auto at 16, shown in the status bar;
+    a k from the keys (or --k, or the settings) then holds for every drafter."""
+    app = make_app(tmp_path, drafter="draft")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        bar = app.query_one(StatusBar)
+        assert app.session.k == 4 and "drafter draft · k 4 ·" in str(bar.render())
+        await pilot.press("ctrl+d")  # draft -> hybrid
+        assert app.session.k == 4 and "drafter hybrid · k 4 ·" in str(bar.render())
+        await pilot.press("ctrl+d")  # hybrid -> grammar
+        assert app.session.k == 16 and "drafter grammar · k 16 ·" in str(bar.render())
+        await pilot.press("ctrl+down")  # chosen here: 15 from now on
+        await pilot.press("ctrl+d", "ctrl+d", "ctrl+d", "ctrl+d")  # grammar -> auto -> off -> ngram -> draft
+        assert app.session.drafter_name == "draft" and app.session.k == 15
+        assert "drafter draft · k 15 ·" in str(bar.render())
+
+
 async def test_cycle_order_and_skips_without_draft_model(tmp_path):
     app = make_app(tmp_path, models=FakeModels(draft=None), drafter="off")
     async with app.run_test(size=(120, 40)) as pilot:

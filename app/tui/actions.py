@@ -15,7 +15,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.message import Message
 
 from specchat import paths
-from specchat.drafters import NEEDS_CONSTRAINT
+from specchat.drafters import NEEDS_CONSTRAINT, default_k
 from specchat.errors import SpecchatError
 from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker, TextPrompt
 from specchat.checks import blank
@@ -110,6 +110,8 @@ class ChatActions:
                 self.session.set_drafter(name)
             except SpecchatError:
                 continue  # this pair has no draft model: skip draft/hybrid
+            if self.chosen_k is None and default_k(name) != default_k(self.drafter):
+                self.session.set_k(default_k(name))  # each drafter's own k, as run and bench use
             self.drafter = name
             note = " (from the next round)" if self.generating else ""
             if name in ("draft", "hybrid") and not self.session.draft_model_loaded:
@@ -130,6 +132,7 @@ class ChatActions:
         if self.session is not None:
             try:
                 self.session.set_k(self.session.k + delta)
+                self.chosen_k = self.session.k  # from now on every drafter runs at the k chosen here
             except SpecchatError as err:  # a server that takes no k per request
                 self.notify(err.one_line(), severity="warning", timeout=8)
             self._set_status()
@@ -185,7 +188,7 @@ class ChatActions:
 
         def chosen(name: str | None) -> None:
             if name and name != current:
-                self.open_pair(name, self.drafter, self.session.k if self.session else self.start_k)
+                self.open_pair(name, self.drafter, self.session.k if self.session else self.chosen_k or default_k(self.drafter))
 
         try:
             pairs = self.models.pairs()

@@ -22,6 +22,7 @@ from textual.widgets import Footer
 
 from specchat import config, paths
 from specchat.config import Settings
+from specchat.drafters import default_k
 from specchat.errors import SpecchatError
 from specchat.history import History
 from specchat.schema import schema_prefix
@@ -69,7 +70,7 @@ class SpecchatApp(ChatActions, App):
         self.settings = settings or Settings()
         self.start_pair = pair or self.settings.pair
         self.start_drafter = drafter or self.settings.drafter
-        self.start_k = k or self.settings.k
+        self.chosen_k = k or self.settings.k  # None: each drafter runs at its own k (drafters.default_k)
         self.config_errors = config_errors or []
         self.history_note = history_note  # why the history is off or fresh, if it is
         self.save_settings = save_settings
@@ -125,7 +126,7 @@ class SpecchatApp(ChatActions, App):
         if self.history_note:
             self.notify(self.history_note, title="history", severity="warning", timeout=20)
         self.query_one(PromptInput).focus()
-        self.open_pair(self.start_pair, self.start_drafter, self.start_k)
+        self.open_pair(self.start_pair, self.start_drafter, self.chosen_k or default_k(self.start_drafter))
 
     def _theme_name(self, name: str) -> str:
         for candidate in (name, f"specchat-{name}"):
