@@ -1,5 +1,5 @@
-"""Hostile and clumsy input (issue 13): no crash, no injection, no false
-"verified". One block per item of the issue; each test failed before the fix.
+"""Hostile and clumsy input: no crash, no injection, no false "verified".
+One block per kind of input; each test failed before its fix.
 
 Real parts throughout: the Textual app under Pilot, real SQLite, the real
 store and pull against the loopback Hub, the real `specchat` process. Where a
@@ -25,7 +25,7 @@ from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, Stats
 from tests.support.hostile import ESCAPES, SHOWN, chat_headless, cli, err_lines, no_controls, put, read_only, specchat
 
 
-# --- 1. markup is never parsed -------------------------------------------------------------
+# --- markup is never parsed -------------------------------------------------------------
 
 TITLES = ["What is in [/usr/bin] ?", "arr[i] and arr[j]", "[@click=app.quit]press[/]", "[b]not bold"]
 
@@ -109,7 +109,7 @@ def test_a_crash_inside_the_chat_exits_non_zero(tmp_path):
     assert done.returncode == 1, done.stderr.decode()[-2000:]
 
 
-# --- 2. control characters are made visible on every path to the screen ------------------
+# --- control characters are made visible on every path to the screen ------------------
 
 
 async def test_a_stored_reply_with_escapes_shows_them_visibly(tmp_path):
@@ -168,7 +168,7 @@ def test_export_shows_escapes_visibly(tmp_path):
     assert no_controls(md)
 
 
-# --- 4. a broken history or data folder never stops the app -----------------------------
+# --- a broken history or data folder never stops the app -----------------------------
 
 
 def start_chat(home: Path, tmp_path: Path) -> tuple[int, list[list[str]]]:
@@ -286,7 +286,7 @@ async def test_a_history_that_fails_mid_chat_turns_saving_off(tmp_path):
         assert any(n.title == "history" and "chatting without saving" in n.message for n in app._notifications)
 
 
-# --- 5. settings and themes never stop the app -----------------------------------------------
+# --- settings and themes never stop the app -----------------------------------------------
 
 
 def test_a_theme_with_variables_not_a_table_is_refused_by_name(tmp_path):

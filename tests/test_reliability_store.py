@@ -1,6 +1,6 @@
-"""Hostile and clumsy input (issue 13), the store and the command line:
-"verified" means hashed (3), arguments are checked at the edge (6), rm and
-pull take turns (7). test_reliability.py has the screen and startup items."""
+"""Hostile and clumsy input, the store and the command line: "verified"
+means hashed, arguments are checked at the edge, rm and pull take turns.
+test_reliability.py has the screen and startup."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from specchat.store.pull import pull_pair
 
 from tests.support.hostile import cli, err_lines, flip_a_byte, put, read_only, specchat
 
-# --- 3. "verified" means the bytes were hashed -----------------------------------------
+# --- "verified" means the bytes were hashed -----------------------------------------
 
 PAIRS = """
 [pairs.one]
@@ -125,7 +125,7 @@ def test_the_store_keeps_each_revision_apart(hub_server, write_pairs):
     assert n.parent.name == "test--r-GGUF@v2"
 
 
-# --- 6. arguments are checked at the edge -------------------------------------------------
+# --- arguments are checked at the edge -------------------------------------------------
 
 
 @pytest.mark.parametrize("args,first", [
@@ -196,7 +196,7 @@ def test_run_refuses_a_hostile_draft(tiny_pair, tmp_path):
     assert lines[0] == f"error: {evil} is not a readable GGUF file (its header declares a value of {1 << 62} bytes)"
 
 
-# --- 7. rm and pull take turns; pairs that share files go together -----------------------
+# --- rm and pull take turns; pairs that share files go together -----------------------
 
 
 def test_rm_waits_for_no_pull_it_refuses_while_one_holds_the_file(pairs, specchat_home):

@@ -1,4 +1,4 @@
-"""specchat against a llama.cpp server (issue 16): a real `llama-server`,
+"""specchat against a llama.cpp server: a real `llama-server`,
 built from the llama.cpp source vendored in llama-cpp-python
 (tests/support/llamaserver.py), started on loopback on the real smollm2-135m pair
 as target and draft, and `specchat run --server` as a user runs it.

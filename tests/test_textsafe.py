@@ -1,4 +1,4 @@
-"""Any text, through every function that puts it on a screen (issue 13, item 8):
+"""Any text, through every function that puts it on a screen:
 a chat message, a reply, a stats line, a history row, a notification, a line
 of `specchat run`, its JSON, an export. Whatever the text holds (markup,
 escape sequences, lone surrogates, megabytes), nothing raises and no control

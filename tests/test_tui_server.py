@@ -1,4 +1,4 @@
-"""The chat on a llama.cpp server (issue 16), end to end: the real app under
+"""The chat on a llama.cpp server, end to end: the real app under
 Pilot, the real `llama-server` (tests/support/llamaserver.py) on the real
 smollm2-135m pair, the same colours, stats line, status bar, legend and
 history as a local pair, from the server's own counters."""

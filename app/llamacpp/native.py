@@ -1,7 +1,7 @@
 """llama.cpp's native libraries, loaded before numpy's.
 
 Some llama.cpp builds link their own copy of libstdc++ statically and export
-its symbols: the prebuilt CUDA libraries in ../shared/gpu carry GCC 13's,
+its symbols: the prebuilt CUDA libraries some llama.cpp builds ship carry GCC 13's,
 with hundreds of process-wide (GNU_UNIQUE) symbols. numpy's C++ core links
 the system's libstdc++.so.6 instead. Whichever copy is loaded first owns
 those symbols for the whole process, and on an H200 a process that imported

@@ -1,4 +1,4 @@
-"""Helpers for the hostile-input tests (issue 13): the real `specchat`
+"""Helpers for the hostile-input tests: the real `specchat`
 process and CLI, a read-only folder even for root, escapes to inject, and
 store files to plant or damage."""
 
@@ -71,7 +71,7 @@ def no_controls(text: str) -> bool:
     return not any(ord(c) < 0x20 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in text)
 
 
-# --- 1. markup is never parsed -------------------------------------------------------------
+# --- markup is never parsed -------------------------------------------------------------
 
 def chat_headless(patch: str, home) -> subprocess.CompletedProcess:
     """`specchat chat` in a real process with a headless driver, SpecchatApp
