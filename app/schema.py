@@ -282,8 +282,6 @@ def ignored_keywords(schema: dict) -> tuple[str, ...]:
             return []
         note(comp, {"properties"})
         return _values(comp)
-        for child in children:
-            visit(child)
 
     visit(schema)
     return tuple(found)
