@@ -74,11 +74,15 @@ def _at_most(flag: str, value: int, most: int, hint: str) -> int:
     return value
 
 
-def top_k(value: int, flag: str = "--top-k") -> int:
-    hint = "0 turns top-k off; 40 is a common choice"
-    if value < 0:
-        raise _bad(flag, value, "it must be ≥ 0", hint)
+def _count(flag: str, value: int, least: int, rule: str, hint: str) -> int:
+    """A whole number from `least` (else `rule`) up to what llama.cpp's C ints take."""
+    if value < least:
+        raise _bad(flag, value, rule, hint)
     return _at_most(flag, value, INT_MAX, hint)
+
+
+def top_k(value: int, flag: str = "--top-k") -> int:
+    return _count(flag, value, 0, "it must be ≥ 0", "0 turns top-k off; 40 is a common choice")
 
 
 def k(value: int, flag: str = "--k") -> int:
@@ -88,19 +92,15 @@ def k(value: int, flag: str = "--k") -> int:
 
 
 def max_tokens(value: int, flag: str = "--max-tokens") -> int:
-    if value < 1:
-        raise _bad(flag, value, "a reply needs at least 1 token", "e.g. --max-tokens 256")
-    return _at_most(flag, value, INT_MAX, "e.g. --max-tokens 256")
+    return _count(flag, value, 1, "a reply needs at least 1 token", "e.g. --max-tokens 256")
 
 
 def ctx(value: int | None, flag: str = "--ctx") -> int | None:
     """None or 0: the loader's default; otherwise at least CTX_MIN."""
-    hint = "leave it out for the default (min(8192, trained))"
     if value is None or value == 0:
         return value
-    if value < CTX_MIN:
-        raise _bad(flag, value, f"the context must hold at least {CTX_MIN} tokens", hint)
-    return _at_most(flag, value, INT_MAX, hint)
+    return _count(flag, value, CTX_MIN, f"the context must hold at least {CTX_MIN} tokens",
+                  "leave it out for the default (min(8192, trained))")
 
 
 def threads_max() -> int:
@@ -130,23 +130,16 @@ def seed(value: int, flag: str = "--seed") -> int:
 
 
 def baseline_every(value: int, flag: str = "--baseline-every") -> int:
-    hint = "0 measures no baseline; 8 is the default"
-    if value < 0:
-        raise _bad(flag, value, "it must be ≥ 0", hint)
-    return _at_most(flag, value, INT_MAX, hint)
+    return _count(flag, value, 0, "it must be ≥ 0", "0 measures no baseline; 8 is the default")
 
 
 def gpu_layers(value: int, flag: str = "--n-gpu-layers") -> int:
-    hint = "-1 offloads every layer, 0 none; leave it out for all"
-    if value < -1:
-        raise _bad(flag, value, "it must be -1 (all layers), 0 (none) or a number of layers", hint)
-    return _at_most(flag, value, INT_MAX, hint)
+    return _count(flag, value, -1, "it must be -1 (all layers), 0 (none) or a number of layers",
+                  "-1 offloads every layer, 0 none; leave it out for all")
 
 
 def repeats(value: int, flag: str = "--repeats") -> int:
-    if value < 1:
-        raise _bad(flag, value, "each prompt runs at least once", "e.g. --repeats 3")
-    return _at_most(flag, value, INT_MAX, "e.g. --repeats 3")
+    return _count(flag, value, 1, "each prompt runs at least once", "e.g. --repeats 3")
 
 
 def draft_min(value: int | None, flag: str = "--draft-min") -> int | None:
