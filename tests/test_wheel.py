@@ -30,18 +30,19 @@ print(load_catalog().default)
 """
 
 
+def pip(*args: str) -> None:
+    """Run pip quietly, without dependencies; its error's tail if it fails."""
+    done = subprocess.run([sys.executable, "-m", "pip", *args, "--no-deps", "-q"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     src = work / "src"
     shutil.copytree(REPO, src, ignore=SKIP)  # build a copy: no build/ in the clone
     out = work / "dist"
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    pip("wheel", "-w", str(out), str(src))
     (whl,) = out.glob("specchat-*.whl")
     return whl
 
@@ -57,12 +58,7 @@ def test_wheel_holds_the_mapped_packages_and_the_catalog(wheel):
 @pytest.mark.network
 def test_installed_wheel_imports_from_its_own_files(wheel, tmp_path):
     target = tmp_path / "site"
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    pip("install", "--target", str(target), str(wheel))
     # -I: no cwd and no user site on sys.path, so the clone cannot stand in
     check = subprocess.run([sys.executable, "-I", "-c", CHECK, str(target)], capture_output=True, text=True, cwd=tmp_path)
     assert check.returncode == 0, check.stderr[-2000:]
