@@ -137,7 +137,7 @@ class AutoDrafter(Drafter):
 
     def _options(self, context: Sequence[int], k: int, optimism: float):
         """(tokens/s, source, length, estimator, candidate tokens) for the best length of each drafter."""
-        self.ngram._extend(context)
+        self.ngram.catch_up(context)
         # Leaving a run of plain steps costs the steps that settle after it.
         settle = self.costs.settle_steps * self.costs.settling if self.choice == "off" else 0.0
         if self.grammar is not None:

@@ -43,12 +43,15 @@ class NgramDrafter(Drafter):
         n = len(self.tokens)
         if len(context) < n or list(context[:n]) != self.tokens:
             self.tokens, self.index = [], {}  # the conversation was edited
-        self._extend(context)
+        self.catch_up(context)
 
     def observe(self, committed: Sequence[int]) -> None:
         self._extend_with(committed)
 
-    def _extend(self, context: Sequence[int]) -> None:
+    def catch_up(self, context: Sequence[int]) -> None:
+        """Index the tokens of `context` past those the index covers (it
+        covers a prefix of the conversation: `begin` starts it again when
+        the conversation was edited)."""
         self._extend_with(context[len(self.tokens) :])
 
     def _extend_with(self, new: Sequence[int]) -> None:
@@ -76,7 +79,7 @@ class NgramDrafter(Drafter):
         """Up to k tokens after `context` followed by `pending`: tokens another
         drafter (hybrid) proposed after the committed context, not committed
         yet (the index never holds them)."""
-        self._extend(context)
+        self.catch_up(context)
         found = self.lookup([*context, *pending] if pending else context)
         if found is None:
             return Draft(source=self.name)

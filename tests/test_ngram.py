@@ -100,3 +100,15 @@ def test_an_edited_conversation_rebuilds_the_index():
     d.begin([9, 9, 9, 1, 2])  # not an extension: start over
     assert d.tokens == [9, 9, 9, 1, 2]
     assert d.lookup([9, 9, 9, 1, 2]) is None
+
+
+def test_catch_up_indexes_only_what_the_index_lacks():
+    """What auto asks of the n-gram drafter before it looks a context up."""
+    d = NgramDrafter()
+    d.begin([5, 6, 7, 8])
+    d.catch_up([5, 6, 7, 8, 9, 5, 6, 7])  # the rounds since committed 9, 5, 6, 7
+    assert d.tokens == [5, 6, 7, 8, 9, 5, 6, 7]
+    assert d.lookup(d.tokens) == (3, 3, 1)  # "5 6 7" was followed by 8, at index 3
+    assert d.continuation(3, 4) == [8, 9, 5, 6]
+    d.catch_up(d.tokens)  # nothing new: the index stays as it is
+    assert d.tokens == [5, 6, 7, 8, 9, 5, 6, 7] and d.index[(5, 6, 7)] == ([3], 1)
