@@ -194,7 +194,7 @@ class ChatSession(Dialogue):
     def status(self) -> SessionStatus:
         drafter, sampling = self.engine.drafter, self.engine.sampling
         return SessionStatus(self.pair, drafter.name, self.k, sampling.temp, sampling.greedy, self.context_used,
-                             self.n_ctx, drafter.choice, getattr(drafter, "chosen", None), self.constraint.label)
+                             self.n_ctx, drafter.choice, drafter.chosen, self.constraint.label)
 
     @contextmanager
     def using(self, drafter: str, k: int | None = None, baseline_every: int | None = None) -> Iterator[None]:

@@ -119,7 +119,7 @@ class Engine:
         return True
 
     def _calibrate_if_needed(self) -> None:
-        if getattr(self.drafter, "needs_costs", False) and not self.costs.calibrated:
+        if self.drafter.needs_costs and not self.costs.calibrated:
             self.costs.calibrate(self.target)
 
     # --- the KV cache -----------------------------------------------------------

@@ -22,11 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from specchat.costmodel import CostModel
-
-from specchat.drafters.base import Draft, Drafter
-from specchat.drafters.draft_model import DraftModelDrafter
-from specchat.drafters.grammar import GrammarDrafter
-from specchat.drafters.ngram import NgramDrafter
+from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, NgramPart
 
 EXPLORE_EVERY = 32  # one round in this many judges the options optimistically
 MAX_BUCKET = 16  # n-gram matches this long or longer share one estimate
@@ -78,11 +74,11 @@ class AutoDrafter(Drafter):
 
     def __init__(
         self,
-        ngram: NgramDrafter,
-        model: DraftModelDrafter | None,
+        ngram: NgramPart,
+        model: DraftModelPart | None,
         costs: CostModel,
         draft_cost_prior: float = 0.5,  # draft step / target step, before measuring
-        grammar: GrammarDrafter | None = None,
+        grammar: GrammarPart | None = None,
     ) -> None:
         super().__init__()
         self.ngram, self.model, self.costs, self.grammar = ngram, model, costs, grammar

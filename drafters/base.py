@@ -1,16 +1,24 @@
-"""The drafter interface: one shape for every source of draft tokens.
+"""The drafter interface: one shape for every source of draft tokens, and
+what one drafter may ask of another.
 
 A drafter proposes up to k tokens that might follow the committed context.
 The engine verifies them on the target; the drafter never decides what is
 output. Hooks default to no-ops, so a drafter implements only what it needs.
+
+Hybrid and auto draft through the other drafters (registry.Drafters builds
+one of each and shares it): `NgramPart`, `DraftModelPart` and `GrammarPart`
+name all they may ask of the n-gram, draft model and grammar drafters.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from specchat.grammar import Constraint
 
 
 @dataclass
@@ -33,6 +41,8 @@ class Drafter:
 
     name = "off"
     choice = ""  # what the drafter decided for its latest round, where it decides (auto)
+    chosen: dict[str, int] | None = None  # how often each choice won this turn, where it decides (auto)
+    needs_costs = False  # True: the engine calibrates its cost curve before the drafter's first turn (auto)
 
     def __init__(self) -> None:
         self.drafted = 0  # tokens proposed, over the drafter's life
@@ -54,3 +64,51 @@ class Drafter:
 
     def close(self) -> None:
         """Free what the drafter holds (a model context, say)."""
+
+
+# --- what hybrid and auto ask of the drafters they draft through -------------------------
+
+
+@runtime_checkable
+class NgramPart(Protocol):
+    """The n-gram drafter (ngram.py): hybrid drafts with it, auto prices its copies."""
+
+    name: str
+
+    def begin(self, context: Sequence[int]) -> None: ...
+    def observe(self, committed: Sequence[int]) -> None: ...
+    def settle(self, draft: Draft, n_accepted: int) -> None: ...
+    def propose(self, context: Sequence[int], k: int, pending: Sequence[int] = ()) -> Draft: ...
+    def catch_up(self, context: Sequence[int]) -> None: ...  # index what the conversation added
+    def lookup(self, context: Sequence[int]) -> tuple[int, int, int] | None: ...  # (start, match, sightings)
+    def continuation(self, start: int, n: int) -> list[int]: ...
+
+
+@runtime_checkable
+class DraftModelPart(Protocol):
+    """The draft model drafter (draft_model.py): hybrid drafts with it, auto
+    prices its drafts and its catch-up, and loads it only where it could pay."""
+
+    name: str
+    seconds_per_token: float | None  # drafting time of its last proposal; None before one
+
+    @property
+    def loaded(self) -> bool: ...
+    def begin(self, context: Sequence[int]) -> None: ...  # loads the model and prefills it
+    def observe(self, committed: Sequence[int]) -> None: ...
+    def settle(self, draft: Draft, n_accepted: int) -> None: ...
+    def propose(self, context: Sequence[int], k: int, pending: Sequence[int] = ()) -> Draft: ...
+    def catch_up_cost(self, context: Sequence[int]) -> float: ...  # seconds to feed what it has not seen
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class GrammarPart(Protocol):
+    """The grammar drafter (grammar.py): the run the constraint forces, which
+    hybrid continues after and auto prices like a copy."""
+
+    name: str
+    constraint: Constraint  # hybrid: a forced run that ends the grammar is the whole draft
+
+    def settle(self, draft: Draft, n_accepted: int) -> None: ...
+    def propose(self, context: Sequence[int], k: int) -> Draft: ...

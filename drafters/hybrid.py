@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from specchat.drafters.base import Draft, Drafter
-from specchat.drafters.draft_model import DraftModelDrafter
-from specchat.drafters.grammar import GrammarDrafter
-from specchat.drafters.ngram import NgramDrafter
+from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, NgramPart
 
 
 class HybridDrafter(Drafter):
     name = "hybrid"
 
-    def __init__(self, ngram: NgramDrafter, model: DraftModelDrafter, grammar: GrammarDrafter | None = None) -> None:
+    def __init__(self, ngram: NgramPart, model: DraftModelPart, grammar: GrammarPart | None = None) -> None:
         super().__init__()
         self.ngram, self.model, self.grammar = ngram, model, grammar
 

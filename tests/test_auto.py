@@ -218,3 +218,20 @@ def test_falling_behind_makes_the_draft_model_pay_for_its_catch_up():
     a.draft_step = 0.009
     assert a.propose(context[:4], 8).source == "draft"
     assert a.propose(context, 8).source == "off"  # 36 tokens behind: the catch-up costs more than drafting wins
+
+
+def test_the_drafters_hybrid_and_auto_draft_through_have_what_base_names():
+    """drafters/base.py names what one drafter may ask of another; the
+    registry's drafters answer all of it (and a plain drafter none of it)."""
+    from specchat.drafters.base import Drafter, DraftModelPart, GrammarPart, NgramPart
+    from specchat.drafters.registry import Drafters
+    from specchat.sampling import SamplingParams
+
+    made = Drafters(lambda: FakeModel(seed=2), SamplingParams())
+    assert isinstance(made.get("ngram"), NgramPart)
+    assert isinstance(made.get("draft"), DraftModelPart) and not made.get("draft").loaded  # asking loads nothing
+    assert isinstance(made.get("grammar"), GrammarPart)
+    assert not isinstance(Drafter(), (NgramPart, DraftModelPart, GrammarPart))
+    # What the engine and the status read of any drafter, with the base's defaults.
+    assert (Drafter().needs_costs, Drafter().chosen) == (False, None)
+    assert (made.get("auto").needs_costs, made.get("auto").chosen) == (True, {})
