@@ -11,8 +11,8 @@ import pytest
 
 from specchat.config import Settings
 from specchat.themes import DARK as DARK_THEME
-from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatusBar
-from tests.support.tui import TinyPair, make_app, ready, rendered_by_colour, spans_text, wait_until
+from specchat.tui.widgets import AssistantMessage, ReplyBody, StatusBar
+from tests.support.tui import TinyPair, enter, make_app, notices, ready, rendered_by_colour, spans_text, wait_until
 
 SCHEMA = Path(__file__).parent / "data" / "person.schema.json"
 GRAMMAR_COLOUR = DARK_THEME.variables["spec-grammar"]
@@ -23,18 +23,13 @@ def status(app) -> str:
     return str(app.query_one(StatusBar).render())
 
 
-def notices(app) -> list[str]:
-    return [n.message for n in app._notifications]
-
-
 @pytest.mark.real
 async def test_schema_prefix_constrains_the_reply_marks_it_and_colours_the_forced_tokens(tmp_path, tiny_pair):
     app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="grammar", k=16)
     async with app.run_test(size=(160, 40)) as pilot:
         await wait_until(pilot, lambda: app.session is not None, timeout=120)
         assert "⟨" not in status(app)
-        app.query_one(PromptInput).text = f"/schema {SCHEMA} Extract the person as JSON: Maria Lopez, 34, engineer in Porto, Portugal."
-        await pilot.press("enter")
+        await enter(pilot, f"/schema {SCHEMA} Extract the person as JSON: Maria Lopez, 34, engineer in Porto, Portugal.")
         await wait_until(pilot, lambda: "replies must match JSON · person.schema.json" in notices(app), timeout=30)
         assert "· k 16 · ⟨JSON · person.schema.json⟩ ·" in status(app)
         await wait_until(pilot, lambda: app.query(AssistantMessage) and not app.generating, timeout=300)
@@ -49,8 +44,7 @@ async def test_schema_prefix_constrains_the_reply_marks_it_and_colours_the_force
         assert '"name":"' in forced and '"country":"' in forced
         assert rendered_by_colour(reply.query_one(ReplyBody))[(GRAMMAR_COLOUR, False)] == forced
         # /schema off frees the replies again and the mark goes.
-        app.query_one(PromptInput).text = "/schema off"
-        await pilot.press("enter")
+        await enter(pilot, "/schema off")
         await wait_until(pilot, lambda: "replies are free text again" in notices(app))
         assert "⟨" not in status(app) and not app.generating
         app.session.close()
@@ -78,9 +72,7 @@ async def test_a_missing_schema_file_is_one_notice_and_the_message_stays(tmp_pat
     app = make_app(tmp_path, drafter="off")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        prompt = app.query_one(PromptInput)
-        prompt.text = "/schema /nonexistent/person.json Extract this"
-        await pilot.press("enter")
+        prompt = await enter(pilot, "/schema /nonexistent/person.json Extract this")
         await wait_until(pilot, lambda: not app.binding)
         assert "no JSON schema file at /nonexistent/person.json (check the path of the JSON schema file)" in notices(app)
         assert prompt.text == "/schema /nonexistent/person.json Extract this"  # kept, to fix the path

@@ -25,7 +25,7 @@ from specchat.config import Settings
 from specchat.errors import SpecchatError
 from specchat.schema import load_schema, schema_spec
 from specchat.tui.widgets import AssistantMessage, PromptInput, UserMessage
-from tests.support.tui import TinyPair, make_app, ready, wait_until
+from tests.support.tui import TinyPair, enter, make_app, notices, ready, wait_until
 from tests.test_run_cli import specchat
 
 pytestmark = pytest.mark.usefixtures("specchat_home")  # settings and history under tmp_path
@@ -49,10 +49,6 @@ def bounded(scenario, seconds: float):
     if "error" in box:
         raise box["error"]
     return box["result"]
-
-
-def notices(app) -> list[str]:
-    return [n.message for n in app._notifications]
 
 
 def big_enum(tmp_path) -> Path:
@@ -250,8 +246,7 @@ def test_the_chat_binds_on_a_worker_and_notices_the_keywords_a_schema_binds_with
                 set_constraint(spec)
 
             app.session.set_constraint = spy
-            app.query_one(PromptInput).text = f"/schema {path}"
-            await pilot.press("enter")
+            await enter(pilot, f"/schema {path}")
             await wait_until(pilot, lambda: not app.binding and "replies must match JSON · keywords.schema.json"
                              in notices(app), timeout=30)
             screen_thread = threading.current_thread()
@@ -271,9 +266,7 @@ def test_the_chat_refuses_a_5mb_enum_schema_with_a_notice_and_keeps_the_message(
         app = make_app(tmp_path, models=TinyPair(tiny_pair[0]), settings=Settings(), drafter="off")
         async with app.run_test(size=(200, 40)) as pilot:
             await wait_until(pilot, lambda: app.session is not None, timeout=120)
-            prompt = app.query_one(PromptInput)
-            prompt.text = f"/schema {path} Pick one."
-            await pilot.press("enter")
+            prompt = await enter(pilot, f"/schema {path} Pick one.")
             await wait_until(pilot, lambda: not app.binding, timeout=30)
             await pilot.pause()
             result = notices(app), prompt.text, len(app.query(UserMessage)), app.session.status().constraint
@@ -329,8 +322,7 @@ async def test_a_message_with_nothing_visible_is_not_sent_or_stored(tmp_path, te
     app = make_app(tmp_path, drafter="off")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        app.query_one(PromptInput).text = text
-        await pilot.press("enter")
+        await enter(pilot, text)
         await pilot.pause(0.3)
         assert notices(app) == ["nothing to send: the message has no visible text"]
         assert not app.query(UserMessage) and not app.query(AssistantMessage) and not app.generating
@@ -341,9 +333,7 @@ async def test_a_schema_prefix_followed_by_nothing_visible_sends_nothing(tmp_pat
     app = make_app(tmp_path, drafter="off")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        prompt = app.query_one(PromptInput)
-        prompt.text = "/schema off \u200b\u2060"
-        await pilot.press("enter")
+        prompt = await enter(pilot, "/schema off \u200b\u2060")
         await wait_until(pilot, lambda: "replies are free text again" in notices(app))
         await pilot.pause(0.3)
         assert not app.query(UserMessage) and not app.generating and prompt.text == ""

@@ -117,11 +117,23 @@ async def send(pilot, text: str) -> AssistantMessage:
     return app.query(AssistantMessage).last()
 
 
+async def enter(pilot, text: str) -> PromptInput:
+    """Put `text` in the prompt and press Enter, as the user sends it; the prompt."""
+    prompt = pilot.app.query_one(PromptInput)
+    prompt.text = text
+    await pilot.press("enter")
+    return prompt
+
+
 async def start_reply(pilot, text: str = "hello") -> None:
     """Once the app is ready, send a message and return while it streams."""
     await ready(pilot)
-    pilot.app.query_one(PromptInput).text = text
-    await pilot.press("enter")
+    await enter(pilot, text)
+
+
+def notices(app) -> list[str]:
+    """The messages of every notification the app has shown."""
+    return [n.message for n in app._notifications]
 
 
 def segments(widget) -> list[tuple[str, Style]]:
