@@ -29,6 +29,7 @@ from specchat.errors import SpecchatError
 from specchat.store.pull import pull_pair
 
 from tests.support.hostile import cli, err_lines, put, specchat
+from tests.support.wheels import mirrored_file, wheel_bytes
 
 DATA = os.urandom(300_000)
 PAIR = """
@@ -247,14 +248,7 @@ MEMBER = "specchat_test_slow/data/part01.bin"
 def slow_wheel() -> tuple[bytes, bytes]:
     """(the wheel, the member it carries): 3 MB, stored, so it stays 3 MB."""
     member = os.urandom(3 * 1024 * 1024)
-    buf = io.BytesIO()
-    info = "specchat_test_slow-1.0.dist-info"
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
-        zf.writestr(MEMBER, member)
-        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: specchat-test-slow\nVersion: 1.0\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr(f"{info}/RECORD", "")
-    return buf.getvalue(), member
+    return wheel_bytes("specchat-test-slow", "1.0", {MEMBER: member}, zipfile.ZIP_STORED), member
 
 
 class SlowIndex:
@@ -320,21 +314,12 @@ class SlowIndex:
 @pytest.fixture
 def slow_pair(write_pairs, specchat_home, tmp_path, monkeypatch):
     wheel, member = slow_wheel()
-    write_pairs(f"""
+    write_pairs("""
 [pairs.slow]
 target = "w"
 draft = "w"
-
-[files.w]
-repo = "test/slow-GGUF"
-filename = "slow.gguf"
-size = {len(member)}
-sha256 = "{hashlib.sha256(member).hexdigest()}"
-
-[files.w.mirror]
-member = "{MEMBER}"
-wheels = ["specchat-test-slow==1.0"]
-""")
+""" + mirrored_file("w", "test/slow-GGUF", "slow.gguf", len(member), hashlib.sha256(member).hexdigest(), MEMBER,
+                    ["specchat-test-slow==1.0"]))
     index = SlowIndex(wheel)
     tmp = tmp_path / "tmp"
     tmp.mkdir()

