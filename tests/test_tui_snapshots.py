@@ -6,27 +6,30 @@ from __future__ import annotations
 
 import pytest
 
+from specchat import display
 from specchat.config import Settings
 from specchat.history import History, Message
+from specchat.stats import Round
 from specchat.tui.widgets import PromptInput
 from tests.support.tui import FakeModels, make_app, wait_until
 
 SIZE = (110, 30)
 
-SPANS = [
-    {"text": "Here is the function with the rename applied:\n\n```python\ndef ", "kind": "target", "drafter": "target"},
-    {"text": "total_price(items", "kind": "accepted", "drafter": "ngram"},
-    {"text": ", tax", "kind": "rejected", "drafter": "ngram"},
-    {"text": "):\n", "kind": "target", "drafter": "target"},
-    {"text": "    return sum(item.price for item in items", "kind": "accepted", "drafter": "ngram"},
-    {"text": ")\n```\n\nThe ", "kind": "target", "drafter": "target"},
-    {"text": "body is", "kind": "accepted", "drafter": "draft"},
-    {"text": " loop was", "kind": "rejected", "drafter": "draft"},
-    {"text": " unchanged", "kind": "target", "drafter": "target"},
-    {"text": "; only the name", "kind": "accepted", "drafter": "draft"},
-    {"text": " moved", "kind": "rejected", "drafter": "draft"},
-    {"text": " changed.", "kind": "target", "drafter": "target"},
-]
+
+def reply_spans(*rounds: tuple[str, str, str, str]) -> list[dict]:
+    """A stored reply's spans, made as the app makes them, from its rounds:
+    (drafter, accepted text, rejected text, the target's own text)."""
+    return display.spans([Round([], [], None, drafter, plain=not (accepted or rejected), accepted_text=accepted, rejected_text=rejected,
+                                target_text=target) for drafter, accepted, rejected, target in rounds])
+
+
+SPANS = reply_spans(
+    ("off", "", "", "Here is the function with the rename applied:\n\n```python\ndef "),
+    ("ngram", "total_price(items", ", tax", "):\n"),
+    ("ngram", "    return sum(item.price for item in items", "", ")\n```\n\nThe "),
+    ("draft", "body is", " loop was", " unchanged"),
+    ("draft", "; only the name", " moved", " changed."),
+)
 
 
 def stats(alpha, speedup, per_position, drafters=("ngram", "draft")) -> dict:
@@ -44,9 +47,7 @@ def seeded_app(tmp_path, theme: str = "specchat-dark"):
     history.add_message(cid, Message("user", "Thanks. And a docstring?"))
     history.add_message(cid, Message("assistant", "", "cancelled",
                                      stats(1.42, 0.74, [0.5, 0.25], ("draft",)),
-                                     [{"text": " Sure:", "kind": "accepted", "drafter": "draft"},
-                                      {"text": " no", "kind": "rejected", "drafter": "draft"},
-                                      {"text": " add", "kind": "target", "drafter": "target"}]))
+                                     reply_spans(("draft", " Sure:", " no", " add"))))
     history.close()
     app = make_app(tmp_path, models=FakeModels(), settings=Settings(theme=theme))
 
