@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 from specchat.costmodel import CostModel, settle_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.registry import Drafters
-from specchat.engine import Engine, Turn
+from specchat.engine import Engine, TargetModel, Turn
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.llamacpp.grammar import Grammar
@@ -74,36 +74,40 @@ class Dialogue:
         user_text: str,
         on_round: Callable[[Round], None] | None = None,
         cancel: threading.Event | None = None,
+        on_idle: Callable[[], None] | None = None,
     ) -> Turn:
-        """Add a user message and generate the assistant's reply."""
+        """Add a user message and generate the assistant's reply: each round
+        goes to on_round as it is decoded; `cancel` stops the turn; on_idle
+        is called while the source is silent (a server's stream; a local
+        model never is), so a feed that batches shows what came."""
         self._messages.append({"role": "user", "content": user_text})
-        return self._generate(on_round, cancel)
+        return self._generate(on_round, cancel, on_idle)
 
-    def regenerate(self, on_round=None, cancel=None) -> Turn:
+    def regenerate(self, on_round=None, cancel=None, on_idle=None) -> Turn:
         """Drop the last reply and generate it again."""
         if self._messages and self._messages[-1]["role"] == "assistant":
             self._messages.pop()
         if not self._messages:
             raise SpecchatError("nothing to regenerate", hint="send a message first")
-        return self._generate(on_round, cancel)
+        return self._generate(on_round, cancel, on_idle)
 
-    def edit_last(self, user_text: str, on_round=None, cancel=None) -> Turn:
+    def edit_last(self, user_text: str, on_round=None, cancel=None, on_idle=None) -> Turn:
         """Replace the last user message (and its reply) and generate again."""
         while self._messages and self._messages[-1]["role"] == "assistant":
             self._messages.pop()
         if self._messages:
             self._messages.pop()
-        return self.reply(user_text, on_round, cancel)
+        return self.reply(user_text, on_round, cancel, on_idle)
 
-    def _generate(self, on_round, cancel) -> Turn:
+    def _generate(self, on_round, cancel, on_idle) -> Turn:
         raise NotImplementedError
 
 
 class ChatSession(Dialogue):
     def __init__(
         self,
-        target,
-        load_draft_model: Callable[[], object] | None = None,
+        target: TargetModel,
+        load_draft_model: Callable[[], TargetModel] | None = None,
         *,
         drafter: str,
         k: int,
@@ -120,14 +124,14 @@ class ChatSession(Dialogue):
         self.max_tokens = max_tokens
         super().__init__()
         # Where each model runs (llama.placement): the draft's once it has loaded.
-        self.devices: dict[str, dict | None] = {"target": getattr(target, "device", None), "draft": None}
+        self.devices: dict[str, dict | None] = {"target": target.device, "draft": None}
         self.costs = CostModel(settle_steps(self.devices["target"]))  # settle: 2 on a GPU, 0 on the CPU
         self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
         self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint)
         self.engine = Engine(
             target, self.drafters.get(drafter), k=k, sampling=sampling, baseline_every=baseline_every, costs=self.costs,
             constraint=self.constraint,
-            llama_clock=self._llama_seconds if hasattr(target, "llama_seconds") else None,
+            llama_clock=None if target.llama_seconds is None else self._llama_seconds,
         )
 
     def _llama_seconds(self) -> float:
@@ -185,6 +189,11 @@ class ChatSession(Dialogue):
         return self.engine.sampling
 
     @property
+    def cpu_bound(self) -> bool:
+        """Decoding keeps every core busy (the chat then waits for each batch to be shown)."""
+        return self.target.cpu_bound
+
+    @property
     def draft_model_loaded(self) -> bool:
         try:
             return self.drafters.get("draft").loaded
@@ -218,7 +227,7 @@ class ChatSession(Dialogue):
         finally:
             self._messages = saved
 
-    def _generate(self, on_round, cancel) -> Turn:
+    def _generate(self, on_round, cancel, on_idle) -> Turn:
         prompt, dropped = self._prompt_that_fits()
         budget = min(self.max_tokens, self.n_ctx - len(prompt) - self.engine.k - 1)
         turn = self.engine.generate(prompt, budget, on_round=on_round, cancel=cancel)
@@ -259,5 +268,4 @@ class ChatSession(Dialogue):
 
     def close(self) -> None:
         self.drafters.close()
-        if hasattr(self.target, "close"):
-            self.target.close()
+        self.target.close()

@@ -2,8 +2,8 @@
 commit, roll back, report.
 
 The engine owns the target's KV cache and the committed tokens. Its model
-is anything with the driver's shape (see llama.py's `Model`; tests use a
-numpy fake). Every round becomes a `Round` event; a turn ends with
+is anything with the driver's shape (`TargetModel`: llama.py's `Model`;
+tests use a numpy fake). Every round becomes a `Round` event; a turn ends with
 `TurnStats`. Some rounds are plain single-token steps, timed on their own:
 the do-nothing arm that measures the baseline on the same turn.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -53,9 +53,13 @@ class Turn:
         return "".join(r.forced_text + r.accepted_text + r.target_text for r in self.rounds)
 
 
+@runtime_checkable
 class TargetModel(Protocol):
-    """What the engine needs of its target: llama.py's Model, or a test fake."""
+    """A model as specchat drives it: llama.py's Model, or a test fake. The
+    engine decodes with the first part; the session builds prompts with the
+    second and reports the third; the draft model has the same shape."""
 
+    # --- decoding: the engine, kvcache.sync, the cost curve, the draft model drafter
     tokens: list[int]  # what the KV cache holds, in order
     n_ctx: int
 
@@ -67,6 +71,18 @@ class TargetModel(Protocol):
     def is_eog(self, t: int) -> bool: ...
     def piece(self, t: int) -> bytes: ...
     def detokenize(self, tokens: Sequence[int]) -> str: ...
+
+    # --- the prompt: ChatSession
+    def tokenize(self, text: str, special: bool = True) -> list[int]: ...
+    def apply_template(self, messages: list[dict]) -> str: ...
+
+    # --- where it runs and what it costs: the reports, the chat's pacing, CostModel's warm-up
+    device: dict | None  # llama.placement's backend, device and layers; None where unknown (a fake)
+    n_threads: int | None  # threads llama.cpp decodes with; None where none are llama.cpp's (a fake)
+    cpu_bound: bool  # decoding keeps every core busy
+    llama_seconds: float | None  # seconds inside llama.cpp's calls so far; None for a model that is not llama.cpp's
+
+    def close(self) -> None: ...
 
 
 class Engine:

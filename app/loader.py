@@ -84,7 +84,6 @@ def open_session(
         # A draft step costs about its share of the target's bytes, until measured.
         draft_cost_prior=d_path.stat().st_size / t_path.stat().st_size if d_path else 0.5,
     )
-    session.devices["target"] = target_model.device
     return session
 
 

@@ -116,7 +116,7 @@ def as_json(session: ChatSession, turn: Turn) -> dict:
         "pair": session.pair,
         "drafter": session.drafter_name,
         "k": session.k,
-        "threads": getattr(session.target, "n_threads", None),
+        "threads": session.target.n_threads,
         "n_ctx": session.n_ctx,
         "devices": session.devices,  # backend, device, layers offloaded; draft None if never loaded
         "constraint": constraint_report(session, turn),

@@ -14,7 +14,7 @@ cost per token is measured, for auto to price falling behind.
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -23,13 +23,16 @@ from specchat.drafters.base import Draft, Drafter
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, probs, sample
 
+if TYPE_CHECKING:
+    from specchat.engine import TargetModel
+
 SINGLE_STEP_CATCH_UP = 4  # catch-ups this short are fed token by token
 
 class DraftModelDrafter(Drafter):
     name = "draft"
 
     def __init__(
-        self, load: Callable[[], object], sampling: SamplingParams = SamplingParams(), constraint: Constraint | None = None
+        self, load: Callable[[], TargetModel], sampling: SamplingParams = SamplingParams(), constraint: Constraint | None = None
     ) -> None:
         super().__init__()
         self._load = load  # the model loads on first use
@@ -42,7 +45,8 @@ class DraftModelDrafter(Drafter):
         self._synced = 0  # context length at the last sync
 
     @property
-    def model(self):
+    def model(self) -> TargetModel:
+        """The draft model, loaded on first use."""
         if self._model is None:
             self._model = self._load()
         return self._model
@@ -105,6 +109,6 @@ class DraftModelDrafter(Drafter):
         self._synced = len(context)
 
     def close(self) -> None:
-        if self._model is not None and hasattr(self._model, "close"):
+        if self._model is not None:
             self._model.close()
         self._model = None

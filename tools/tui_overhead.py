@@ -92,6 +92,9 @@ async def ui_replies(session, prompt: str):
     from specchat.tui.widgets import AssistantMessage, PromptInput
 
     class One:
+        remembers_pair = True
+        legend_note = ""
+
         def pairs(self):
             return []
 

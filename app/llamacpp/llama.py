@@ -4,7 +4,7 @@
 the list of tokens its KV cache holds, evaluates new tokens right after them
 in one `llama_decode` (chunked by n_batch), exposes the logits rows it asked
 for as zero-copy numpy views, and rolls back with `llama_memory_seq_rm`.
-The engine and the draft-model drafter use only this surface.
+The rest of specchat uses only the surface `engine.TargetModel` names.
 
 Greedy decoding reads only each row's argmax. Callers say so
 (`argmax_only`), and where the output layer runs on a GPU llama.cpp then
@@ -143,6 +143,7 @@ class Model:
         self.device["argmax"] = argmax_where(self.device)
         self.tokens_only = False  # callers read only argmax(), not logits()
         self._greedy: int | None = None  # the greedy sampler chain (a pointer), while attached
+        self._template = None  # the chat template (template.ChatTemplate), compiled on first use
         self._warm_up()
 
     def _warm_up(self) -> bool:
@@ -302,9 +303,11 @@ class Model:
 
     def apply_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         """Render messages with the GGUF's own chat template (jinja2)."""
-        from specchat.llamacpp.template import render
+        if self._template is None:
+            from specchat.llamacpp.template import ChatTemplate
 
-        return render(self, messages, add_generation_prompt)
+            self._template = ChatTemplate(self)
+        return self._template.render(messages, add_generation_prompt)
 
     # --- lifetime -----------------------------------------------------------------
 

@@ -28,17 +28,22 @@ def _special_text(model, token: int) -> str:
     return C.llama_vocab_get_text(model.vocab, token).decode("utf-8", errors="replace")
 
 
-def render(model, messages: list[dict], add_generation_prompt: bool = True) -> str:
-    tmpl = getattr(model, "_template", None)
-    if tmpl is None:
+class ChatTemplate:
+    """A model's chat template, compiled once (llama.Model keeps it)."""
+
+    def __init__(self, model) -> None:
         source = model.meta("tokenizer.chat_template") or _FALLBACK
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader())
         env.globals["raise_exception"] = _raise
         env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
-        tmpl = model._template = env.from_string(source)
-    return tmpl.render(
-        messages=messages,
-        add_generation_prompt=add_generation_prompt,
-        bos_token=_special_text(model, C.llama_vocab_bos(model.vocab)),
-        eos_token=_special_text(model, C.llama_vocab_eos(model.vocab)),
-    )
+        self.template = env.from_string(source)
+        self.bos_token = _special_text(model, C.llama_vocab_bos(model.vocab))
+        self.eos_token = _special_text(model, C.llama_vocab_eos(model.vocab))
+
+    def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        return self.template.render(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.bos_token,
+            eos_token=self.eos_token,
+        )

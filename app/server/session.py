@@ -82,7 +82,6 @@ class ServerSession(Dialogue):
         self.max_tokens = max_tokens
         self.pair = f"server {self.info.model}"
         self.devices: dict[str, dict | None] = {"target": None, "draft": None}  # the server's, not reported
-        self.target = None  # no local model: the server decodes (so nothing here is CPU-bound)
         super().__init__()
         self._drafter = SERVER_DRAFTER
         self.settings = {"n_max": k, "n_min": n_min, "p_min": p_min}
@@ -129,6 +128,9 @@ class ServerSession(Dialogue):
                 raise SpecchatError(f"this server does not accept speculative.{key} per request", code=2,
                                     hint=self.knob_hint())
 
+    cpu_bound = False  # no local model: the server decodes
+    draft_model_loaded = False  # the server's draft model is its own
+
     @property
     def n_ctx(self) -> int:
         return int(self.info.n_ctx or 0)
@@ -168,12 +170,12 @@ class ServerSession(Dialogue):
             body.update({f"speculative.{k}": v for k, v in self.settings.items() if v is not None})
         return body
 
-    def _generate(self, on_round, cancel) -> ServerTurn:
+    def _generate(self, on_round, cancel, on_idle) -> ServerTurn:
         turn = ServerTurn(body=self.request())
         totals = Totals(self.client.url)
         t0 = time.perf_counter()
         try:
-            self._stream(turn, totals, on_round, cancel)
+            self._stream(turn, totals, on_round, cancel, on_idle)
         except StreamCut as cut:
             turn.finish, turn.error = "cut", f"the server closed the stream mid-reply ({cut})"
         wall = time.perf_counter() - t0
@@ -195,13 +197,13 @@ class ServerSession(Dialogue):
                 turn.stats.baseline_error = err.message
         return turn
 
-    def _stream(self, turn: ServerTurn, totals: Totals, on_round, cancel) -> None:
+    def _stream(self, turn: ServerTurn, totals: Totals, on_round, cancel, on_idle) -> None:
         """The server's events into turn.chunks, each chunk to on_round as it
-        comes; stopped by `cancel`, and at max_tokens whatever the server does."""
+        comes, on_idle while the server is silent; stopped by `cancel`, and at
+        max_tokens whatever the server does."""
         text = ""  # text of events without timings, waiting for the next counters
         texts = 0  # events that brought text: at least one token each
-        idle = getattr(on_round, "flush", None)  # a feed that batches shows what came while the server is silent
-        events = self.client.stream_chat(turn.body, cancel, max_lines=2 * self.max_tokens + LINE_SLACK, on_idle=idle)
+        events = self.client.stream_chat(turn.body, cancel, max_lines=2 * self.max_tokens + LINE_SLACK, on_idle=on_idle)
         try:
             with closing(events):  # however the loop ends, the connection goes at once
                 for event in events:

@@ -158,7 +158,7 @@ class ChatActions:
             if b.id in ours and b.id not in seen:
                 seen[b.id] = b
         self.push_screen(LegendScreen([(b.key_display or self.get_key_display(b), b.description) for b in seen.values()],
-                                      getattr(self.models, "legend_note", "")))
+                                      self.models.legend_note))
 
     def action_stats_panel(self) -> None:
         panel = self.query_one(StatsPanel)

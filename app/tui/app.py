@@ -202,10 +202,10 @@ class SpecchatApp(ChatActions, App):
             self.notify(f"replies are free text with {msg.session.pair}: {msg.dropped_constraint}", title="schema",
                         severity="warning", timeout=10)
         self.drafter = msg.session.drafter_name
-        self.pacer.cpu_bound = getattr(msg.session.target, "cpu_bound", False)
+        self.pacer.cpu_bound = msg.session.cpu_bound
         if old is not None:
             old.close()
-        if getattr(self.models, "remembers_pair", True) and self.settings.pair != msg.session.pair:
+        if self.models.remembers_pair and self.settings.pair != msg.session.pair:
             self.settings.pair = msg.session.pair
             self._save({"pair": msg.session.pair})
         self._set_status(note="")
@@ -287,11 +287,11 @@ class SpecchatApp(ChatActions, App):
         try:
             feed = RoundFeed(self.post_message, reply, self.pacer)
             if kind == "regenerate":
-                turn = session.regenerate(feed, self.cancel_event)
+                turn = session.regenerate(feed, self.cancel_event, on_idle=feed.flush)
             elif kind == "edit":
-                turn = session.edit_last(text, feed, self.cancel_event)
+                turn = session.edit_last(text, feed, self.cancel_event, on_idle=feed.flush)
             else:
-                turn = session.reply(text, feed, self.cancel_event)
+                turn = session.reply(text, feed, self.cancel_event, on_idle=feed.flush)
         except Exception as err:
             if feed is not None:
                 feed.flush()

@@ -1,22 +1,92 @@
-"""What the TUI needs from the model store and loader, behind one small class.
+"""What the chat needs from its model source and from the session it opens.
 
-`Models` talks to the real store, pull and loader (imported lazily, so the
-app opens before llama.cpp loads); `ServerModels` offers a llama.cpp
-server's model the same way. Tests give the app another object with the
-same methods, backed by the fake model.
+`ModelSource` is the chat's model source: `Models` talks to the real store,
+pull and loader (imported lazily, so the app opens before llama.cpp loads);
+`ServerModels` offers a llama.cpp server's model the same way. Tests give
+the app another source with the same members, backed by the fake model.
+
+`Session` is what the chat drives, whoever decodes: a local pair's
+`chat.ChatSession` or a server's `server.session.ServerSession`. `run` and
+`bench` drive the one class they open, by that class.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from specchat.config import Settings
 from specchat.errors import SpecchatError
 
 if TYPE_CHECKING:
+    from specchat.chat import SessionStatus
+    from specchat.engine import Turn
+    from specchat.schema import GrammarSpec
     from specchat.server.session import ServerSession
+    from specchat.stats import Round
+
+
+@runtime_checkable
+class Session(Protocol):
+    """A conversation the chat drives (ChatSession or ServerSession). Turns
+    block; the chat runs them on a worker and calls the knobs from its own
+    thread."""
+
+    pair: str  # the status bar's and the history's name for what answers
+    devices: dict[str, dict | None]  # where target and draft run (llama.placement); None: not known
+
+    @property
+    def draft_model_loaded(self) -> bool: ...  # never on a server: its draft model is its own
+    @property
+    def cpu_bound(self) -> bool: ...  # decoding keeps every core busy: the chat waits for each batch to show
+    @property
+    def constraint_spec(self) -> GrammarSpec | None: ...  # what replies must match, carried to the next pair
+
+    # --- the conversation (chat.Dialogue)
+    @property
+    def messages(self) -> list[dict]: ...
+    def replace_messages(self, messages: list[dict]) -> None: ...
+    def last_user_text(self) -> str | None: ...
+    def clear(self) -> None: ...
+
+    # --- turns: on_round gets each round (a server's chunk) as it is decoded;
+    # on_idle is called while a server is silent, so what came is shown
+    def reply(self, user_text: str, on_round: Callable[[Round], None] | None = None,
+              cancel: threading.Event | None = None, on_idle: Callable[[], None] | None = None) -> Turn: ...
+    def regenerate(self, on_round: Callable[[Round], None] | None = None, cancel: threading.Event | None = None,
+                   on_idle: Callable[[], None] | None = None) -> Turn: ...
+    def edit_last(self, user_text: str, on_round: Callable[[Round], None] | None = None,
+                  cancel: threading.Event | None = None, on_idle: Callable[[], None] | None = None) -> Turn: ...
+
+    # --- knobs (a SpecchatError where this session cannot take one)
+    @property
+    def drafter_name(self) -> str: ...
+    def drafter_names(self) -> list[str]: ...
+    def set_drafter(self, name: str) -> None: ...
+    @property
+    def k(self) -> int: ...
+    def set_k(self, k: int) -> None: ...
+    def set_constraint(self, spec: GrammarSpec | None) -> None: ...
+
+    def status(self) -> SessionStatus: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ModelSource(Protocol):
+    """Where the chat's pairs come from and how one opens (Models, ServerModels)."""
+
+    remembers_pair: bool  # the settings keep the pair last opened
+    legend_note: str  # F1's legend: what "server totals" means on a server; "" for local pairs
+
+    def pairs(self) -> list[PairInfo]: ...
+    def default_pair(self) -> str: ...
+    def is_pulled(self, name: str) -> bool: ...
+    def pull(self, name: str) -> None: ...
+    def pull_progress(self, name: str) -> tuple[int, int | None]: ...
+    def open(self, pair: str, drafter: str, k: int, settings: Settings) -> Session: ...
 
 
 @dataclass
@@ -30,6 +100,9 @@ class PairInfo:
 
 class Models:
     """The real store, pull and loader."""
+
+    remembers_pair = True
+    legend_note = ""  # a local pair's accepted drafts need no note
 
     def pairs(self) -> list[PairInfo]:
         from specchat.store.files import pair_status
@@ -71,7 +144,7 @@ class Models:
                 done += f.get("partial_bytes") or 0
         return done, total
 
-    def open(self, pair: str, drafter: str, k: int, settings: Settings):
+    def open(self, pair: str, drafter: str, k: int, settings: Settings) -> Session:
         from specchat.loader import open_session
         from specchat.sampling import SamplingParams
 

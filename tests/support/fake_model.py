@@ -1,4 +1,4 @@
-"""A deterministic numpy model behind the driver's interface.
+"""A deterministic numpy model behind the driver's interface (engine.TargetModel).
 
 Its logits at a position depend on the two tokens before it, through a fixed
 random table. It keeps a real "KV cache" (the list of evaluated tokens) and
@@ -30,6 +30,11 @@ class FakeModel:
         self.eval_calls = 0
         self.step_seconds = step_seconds  # sleep per eval, to make generation observable
         self.tokens_only = False  # as llama.Model: while on, logits() is refused
+        # What llama.Model reports of where it runs and what it costs: nothing here is llama.cpp's.
+        self.device: dict | None = None
+        self.n_threads: int | None = None
+        self.cpu_bound = False
+        self.llama_seconds: float | None = None
 
     def argmax_only(self, on: bool) -> None:
         self.tokens_only = on
@@ -76,6 +81,9 @@ class FakeModel:
 
     def detokenize(self, tokens) -> str:
         return b"".join(self.piece(t) for t in tokens).decode()
+
+    def close(self) -> None:
+        """Nothing to free."""
 
 
 class LoopingModel(FakeModel):

@@ -43,6 +43,9 @@ def noisy_draft(noise: float = 1.0) -> FakeModel:
 class FakeModels:
     """The app's model store and loader, on the fake model."""
 
+    remembers_pair = True
+    legend_note = ""
+
     def __init__(self, pulled: bool = True, step_seconds: float = 0.0, max_tokens: int = 60,
                  draft=noisy_draft, temp: float = 0.0, cpu_bound: bool = False) -> None:
         self.pulled = pulled
@@ -178,6 +181,9 @@ def spans_text(reply: AssistantMessage, kind: str, drafter: str | None = None) -
 class TinyPair:
     """The app's models for the real tiny pair: its files through the real loader."""
 
+    remembers_pair = True
+    legend_note = ""
+
     def __init__(self, target, draft=None, max_tokens: int = 48) -> None:
         self.target, self.draft, self.max_tokens = target, draft, max_tokens
 
@@ -189,6 +195,12 @@ class TinyPair:
 
     def is_pulled(self, name: str) -> bool:
         return True
+
+    def pull(self, name: str) -> None:
+        """Nothing to pull: the files are the test store's."""
+
+    def pull_progress(self, name: str):
+        return 0, None
 
     def open(self, pair, drafter, k, settings):
         from specchat.loader import open_session
