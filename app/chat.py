@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from specchat.costmodel import CostModel, settle_steps
+from specchat.costmodel import CostModel, warmup_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.registry import Drafters
 from specchat.engine import Engine, TargetModel, Turn
@@ -125,7 +125,7 @@ class ChatSession(Dialogue):
         super().__init__()
         # Where each model runs (llama.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": target.device, "draft": None}
-        self.costs = CostModel(settle_steps(self.devices["target"]))  # settle: 2 on a GPU, 0 on the CPU
+        self.costs = CostModel(warmup_steps(self.devices["target"]))  # warm-up: 2 steps on a GPU, 0 on the CPU
         self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
         self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint)
         self.engine = Engine(

@@ -10,8 +10,9 @@ Sizes are timed as the engine meets them: a batch of n positions right
 after a single-token step. So the 1-position entry is a step among other
 steps (what an off-mode stream pays; on a GPU with CUDA graphs, a graph
 replay), and a batch pays for the change of shape, as a verify does. The
-steps a stream takes to settle back after a batch are counted on their own
-(`settling`), so auto can charge them to the drafting that causes them.
+plain steps a stream takes to warm up again after a batch are counted on
+their own (`warming`), so auto can charge them to the drafting that causes
+them.
 """
 
 from __future__ import annotations
@@ -25,18 +26,19 @@ import time
 # which interpolating between far-apart sizes would miss.
 CALIBRATION_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17)
 SMOOTHING = 0.2  # weight of a new observation
-# Plain steps after a batch of another shape before a step costs what it does
-# in a stream of steps: ggml-cuda runs the first without its CUDA graph and
-# captures a new one on the second (ggml_backend_cuda_graph_compute).
-SETTLE_STEPS = 2
+# Warm-up steps: plain steps after a batch of another shape before a step
+# costs what it does in a stream of steps: ggml-cuda runs the first without
+# its CUDA graph and captures a new one on the second
+# (ggml_backend_cuda_graph_compute).
+WARMUP_STEPS = 2
 
 
-def settle_steps(device: dict | None) -> int:
+def warmup_steps(device: dict | None) -> int:
     """How many plain steps a stream needs after a batch of another shape
-    before a step costs what it does among steps: SETTLE_STEPS where the
+    before a step costs what it does among steps: WARMUP_STEPS where the
     model runs on a GPU backend (llama.placement's dict), none on the CPU,
     whose kernels keep no state between decodes."""
-    return SETTLE_STEPS if device and device.get("gpu_layers") else 0
+    return WARMUP_STEPS if device and device.get("gpu_layers") else 0
 
 
 def interpolate(points: dict[int, float], n: float, known: list[int] | None = None) -> float:
@@ -83,14 +85,14 @@ def time_decodes(model, sizes, repeats: int, filler: list[int] | None = None) ->
 
 
 class CostModel:
-    def __init__(self, settle_steps: int = SETTLE_STEPS) -> None:
+    def __init__(self, warmup_steps: int = WARMUP_STEPS) -> None:
         # Plain steps in a row before a step costs what it does among steps
-        # (settle_steps(device)): the engine's baseline samples and auto's price
+        # (warmup_steps(device)): the engine's baseline samples and auto's price
         # for leaving a plain run both go by it.
-        self.settle_steps = settle_steps
+        self.warmup_steps = warmup_steps
         self.seconds: dict[int, float] = {}  # positions -> seconds per decode
         self._known: list[int] = []  # sorted(self.seconds), kept: auto asks for many sizes every round
-        self.settling = 0.0  # extra seconds of the plain steps that settle after a batch, per step
+        self.warming = 0.0  # extra seconds of each warm-up step after a batch
 
     @classmethod
     def from_points(cls, points: dict[int, float]) -> CostModel:
@@ -110,11 +112,11 @@ class CostModel:
         if old is None:
             bisect.insort(self._known, n)
 
-    def observe_settling(self, seconds: float) -> None:
-        """A plain step taken right after a batch of another shape."""
+    def observe_warming(self, seconds: float) -> None:
+        """A warm-up step: a plain step taken right after a batch of another shape."""
         if 1 in self.seconds:
             extra = max(0.0, seconds - self.seconds[1])
-            self.settling += SMOOTHING * (extra - self.settling)
+            self.warming += SMOOTHING * (extra - self.warming)
 
     def step(self, n: int) -> float:
         """Estimated seconds to decode n positions in one call."""

@@ -13,8 +13,8 @@ CUDA graph by the compute graph and, when the shape changes, runs the next
 step without a graph and captures one on the step after (see
 `ggml_backend_cuda_graph_compute`, "execute directly until stable again").
 So the arm takes its plain steps in runs, and only a plain step that
-follows `costs.settle_steps` plain steps in a row is *steady* and counts
-as a sample (costmodel.settle_steps: 2 on a GPU, none on the CPU).
+follows `costs.warmup_steps` plain steps in a row (the warm-up) is *steady*
+and counts as a sample (costmodel.warmup_steps: 2 on a GPU, none on the CPU).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
 from specchat.stats import Round, TurnStats, summarize
 
 MIN_SAMPLES = 3  # at least this many baseline samples in a long enough turn
-ARM_SAMPLES = 4  # steady samples a do-nothing run takes once it has settled
+ARM_SAMPLES = 4  # steady samples a do-nothing run takes once it has warmed up
 
 
 @dataclass
@@ -76,7 +76,7 @@ class TargetModel(Protocol):
     def tokenize(self, text: str, special: bool = True) -> list[int]: ...
     def apply_template(self, messages: list[dict]) -> str: ...
 
-    # --- where it runs and what it costs: the reports, the chat's pacing, CostModel's warm-up
+    # --- where it runs and what it costs: the reports, the chat's pacing, the warm-up steps
     device: dict | None  # llama.placement's backend, device and layers; None where unknown (a fake)
     n_threads: int | None  # threads llama.cpp decodes with; None where none are llama.cpp's (a fake)
     cpu_bound: bool  # decoding keeps every core busy
@@ -227,11 +227,11 @@ class Engine:
         # KV now holds pending + all drafts; keep pending + the accepted ones.
         self.target.truncate(n_kv + 1 + len(accepted))
         t2 = time.perf_counter()
-        steady = not draft.tokens and plain_run >= self.costs.settle_steps
+        steady = not draft.tokens and plain_run >= self.costs.warmup_steps
         if draft.tokens or steady:
             self.costs.observe(len(draft.tokens) + 1, t2 - t1)
         else:
-            self.costs.observe_settling(t2 - t1)
+            self.costs.observe_warming(t2 - t1)
         if draft.tokens and not arm:
             self.drafter.settle(draft, len(accepted))
         # Drafts after an end-of-generation token were never judged: drop them.
@@ -299,7 +299,7 @@ class _Arm:
     drafter with nothing to propose takes plain steps too). When the turn has
     fewer than one sample per `every` rounds, or fewer than MIN_SAMPLES, a run
     of forced plain steps starts and lasts until it has taken ARM_SAMPLES
-    steady ones (or the missing minimum), settling first where needed."""
+    steady ones (or the missing minimum), after its warm-up steps where needed."""
 
     def __init__(self, every: int) -> None:
         self.every = every

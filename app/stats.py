@@ -17,7 +17,7 @@ class Round:
     drafter: str  # who proposed the draft ("off" for a plain step)
     plain: bool  # nothing was drafted: a single-token step
     arm: bool = False  # a plain step forced by the do-nothing arm (not the drafter's choice)
-    steady: bool = False  # a plain step after costs.settle_steps plain steps in a row: a baseline sample
+    steady: bool = False  # a plain step after costs.warmup_steps plain steps in a row: a baseline sample
     t_draft: float = 0.0
     t_verify: float = 0.0
     # Text of the committed pieces, decoded incrementally (UTF-8 safe).

@@ -11,8 +11,8 @@ only on strong evidence; where the curve is flat, it drafts freely.
 
 Everything a draft costs is priced, not just its tokens: the draft model's
 catch-up on tokens it has not seen (it falls behind while auto takes plain
-steps or copies) and, after plain steps, the steps the stream needs to
-settle again (costmodel's `settling`; CUDA graphs on a GPU). The draft model
+steps or copies) and, after plain steps, the warm-up steps the stream needs
+again after a batch (costmodel's `warming`; CUDA graphs on a GPU). The draft model
 is loaded and prefilled in `begin`, before the turn's clock starts, and only
 when it could pay here at all; an unloaded model is never an option.
 """
@@ -134,13 +134,13 @@ class AutoDrafter(Drafter):
     def _options(self, context: Sequence[int], k: int, optimism: float):
         """(tokens/s, source, length, estimator, candidate tokens) for the best length of each drafter."""
         self.ngram.catch_up(context)
-        # Leaving a run of plain steps costs the steps that settle after it.
-        settle = self.costs.settle_steps * self.costs.settling if self.choice == "off" else 0.0
+        # Leaving a run of plain steps costs the warm-up steps after the batch.
+        warmup = self.costs.warmup_steps * self.costs.warming if self.choice == "off" else 0.0
         if self.grammar is not None:
             # The forced run is found before pricing, so its cost is spent either
             # way (it lands in t_draft); a draft of it costs only its verify.
             candidate = self.grammar.propose(context, k).tokens
-            length, rate = self._best_length(self.grammar_acc, len(candidate), 0.0, optimism, settle)
+            length, rate = self._best_length(self.grammar_acc, len(candidate), 0.0, optimism, warmup)
             if length:
                 yield rate, "grammar", length, self.grammar_acc, candidate
         hit = self.ngram.lookup(context)
@@ -148,11 +148,11 @@ class AutoDrafter(Drafter):
             start, match, _ = hit
             candidate = self.ngram.continuation(start, k)
             acc = self.ngram_acc[min(match, MAX_BUCKET)]
-            length, rate = self._best_length(acc, len(candidate), 0.0, optimism, settle)
+            length, rate = self._best_length(acc, len(candidate), 0.0, optimism, warmup)
             if length:
                 yield rate, "ngram", length, acc, candidate
         if self.model is not None and self.model.loaded:
-            fixed = settle + self.model.catch_up_cost(context)
+            fixed = warmup + self.model.catch_up_cost(context)
             length, rate = self._best_length(self.model_acc, k, self._draft_step(), optimism, fixed)
             if length:
                 yield rate, "draft", length, self.model_acc, None

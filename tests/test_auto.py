@@ -72,6 +72,27 @@ def test_cost_model_interpolates_and_extrapolates():
     assert c.step(5) == pytest.approx(4.0 + 0.2 * 2.0)
 
 
+@pytest.mark.parametrize("warmup, steady", [(2, [False, False, True, True]), (0, [True, True, True, True])])
+def test_a_plain_step_is_a_baseline_sample_only_after_the_warm_up_steps(warmup, steady):
+    """On a GPU (2 warm-up steps) the first plain steps after a batch are not
+    samples; on the CPU (none) every plain step is."""
+    from specchat.drafters.base import Drafter
+
+    turn = Engine(FakeModel(seed=1), Drafter(), k=4, costs=CostModel(warmup_steps=warmup)).generate(PROMPT, 6)
+    assert [r.steady for r in turn.rounds[:4]] == steady
+
+
+def test_a_warm_up_steps_extra_seconds_are_what_leaving_plain_steps_costs():
+    c = CostModel(warmup_steps=2)
+    c.observe_warming(0.050)  # no plain step measured yet: nothing to compare with
+    assert c.warming == 0.0
+    c.observe(1, 0.030)
+    c.observe_warming(0.050)
+    assert c.warming == pytest.approx(0.2 * 0.020)
+    c.observe_warming(0.010)  # faster than a step: no extra
+    assert c.warming == pytest.approx(0.8 * 0.2 * 0.020)
+
+
 def test_calibration_measures_real_decodes_and_restores_the_cache():
     model = FakeModel(seed=1, step_seconds=0.001)
     model.eval(PROMPT, n_logits=1)

@@ -108,12 +108,12 @@ def test_the_stats_panel_names_where_each_model_runs():
     assert "target" not in panel_text([], {"target": None, "draft": None}).plain  # a fake model: nothing to say
 
 
-def test_baseline_samples_settle_only_where_the_model_runs_on_a_gpu():
-    from specchat.costmodel import SETTLE_STEPS, settle_steps
+def test_baseline_samples_wait_for_warm_up_steps_only_where_the_model_runs_on_a_gpu():
+    from specchat.costmodel import WARMUP_STEPS, warmup_steps
 
-    assert settle_steps(placement(CUDA_LOG, 29)) == SETTLE_STEPS == 2  # CUDA graphs re-capture after a batch
-    assert settle_steps({"backend": "CPU", "device": "x", "gpu_layers": 0, "layers": 31}) == 0
-    assert settle_steps(None) == 0
+    assert warmup_steps(placement(CUDA_LOG, 29)) == WARMUP_STEPS == 2  # CUDA graphs re-capture after a batch
+    assert warmup_steps({"backend": "CPU", "device": "x", "gpu_layers": 0, "layers": 31}) == 0
+    assert warmup_steps(None) == 0
 
 
 def test_the_stats_panel_says_how_much_of_the_decode_time_was_llama_cpps():
