@@ -77,10 +77,14 @@ class TargetModel(Protocol):
     def apply_template(self, messages: list[dict]) -> str: ...
 
     # --- where it runs and what it costs: the reports, the chat's pacing, the warm-up steps
-    device: dict | None  # llama.placement's backend, device and layers; None where unknown (a fake)
-    n_threads: int | None  # threads llama.cpp decodes with; None where none are llama.cpp's (a fake)
-    cpu_bound: bool  # decoding keeps every core busy
-    llama_seconds: float | None  # seconds inside llama.cpp's calls so far; None for a model that is not llama.cpp's
+    @property
+    def device(self) -> dict | None: ...  # llama.placement's backend, device, layers; None where unknown (a fake)
+    @property
+    def n_threads(self) -> int | None: ...  # threads llama.cpp decodes with; None where none are llama.cpp's
+    @property
+    def cpu_bound(self) -> bool: ...  # decoding keeps every core busy
+    @property
+    def llama_seconds(self) -> float | None: ...  # seconds inside llama.cpp's calls so far; None: not llama.cpp
 
     def close(self) -> None: ...
 

@@ -37,7 +37,7 @@ class DraftModelDrafter(Drafter):
         super().__init__()
         self._load = load  # the model loads on first use
         self.constraint = constraint  # while on, greedy drafts take the grammar's best token
-        self._model = None
+        self._model: TargetModel | None = None
         self.sampling = sampling
         self.rng = np.random.default_rng(sampling.seed + 1)
         self.seconds_per_token: float | None = None  # drafting time of the last proposal, sync excluded

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from specchat.costmodel import CostModel
 from specchat.drafters import NAMES
@@ -16,13 +16,16 @@ from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams
 
+if TYPE_CHECKING:
+    from specchat.engine import TargetModel
+
 
 class Drafters:
     """One instance of each drafter, built on first use."""
 
     def __init__(
         self,
-        load_draft_model: Callable[[], object] | None,
+        load_draft_model: Callable[[], TargetModel] | None,
         sampling: SamplingParams,
         costs: CostModel | None = None,
         draft_cost_prior: float = 0.5,

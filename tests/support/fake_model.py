@@ -9,6 +9,7 @@ bookkeeping is tested, not just its output.
 from __future__ import annotations
 
 import time
+from typing import Sequence
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class FakeModel:
         b = context[-1]
         return self.table[a, b]
 
-    def eval(self, tokens: list[int], n_logits: int) -> None:
+    def eval(self, tokens: Sequence[int], n_logits: int = 1) -> None:
         assert len(self.tokens) + len(tokens) <= self.n_ctx, "decoded past n_ctx"
         self.eval_calls += 1
         if self.step_seconds:
