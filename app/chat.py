@@ -12,9 +12,9 @@ thread and use `cancel` and `set_drafter`/`set_k` from any thread.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from specchat.costmodel import CostModel, warmup_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES
@@ -23,8 +23,8 @@ from specchat.engine import Engine, TargetModel, Turn
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.llamacpp.grammar import Grammar
-from specchat.schema import GrammarSpec
 from specchat.sampling import SamplingParams
+from specchat.schema import GrammarSpec
 from specchat.stats import Round
 
 
@@ -129,7 +129,12 @@ class ChatSession(Dialogue):
         self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
         self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint)
         self.engine = Engine(
-            target, self.drafters.get(drafter), k=k, sampling=sampling, baseline_every=baseline_every, costs=self.costs,
+            target,
+            self.drafters.get(drafter),
+            k=k,
+            sampling=sampling,
+            baseline_every=baseline_every,
+            costs=self.costs,
             constraint=self.constraint,
             llama_clock=None if target.llama_seconds is None else self._llama_seconds,
         )
@@ -173,7 +178,7 @@ class ChatSession(Dialogue):
 
     @property
     def constraint_label(self) -> str:
-        """"JSON · person.json", "grammar · list.gbnf", or "" while replies are free."""
+        """ "JSON · person.json", "grammar · list.gbnf", or "" while replies are free."""
         return self.constraint.label
 
     @property
@@ -202,8 +207,18 @@ class ChatSession(Dialogue):
 
     def status(self) -> SessionStatus:
         drafter, sampling = self.engine.drafter, self.engine.sampling
-        return SessionStatus(self.pair, drafter.name, self.k, sampling.temp, sampling.greedy, self.context_used,
-                             self.n_ctx, drafter.choice, drafter.chosen, self.constraint.label)
+        return SessionStatus(
+            self.pair,
+            drafter.name,
+            self.k,
+            sampling.temp,
+            sampling.greedy,
+            self.context_used,
+            self.n_ctx,
+            drafter.choice,
+            drafter.chosen,
+            self.constraint.label,
+        )
 
     @contextmanager
     def using(self, drafter: str, k: int | None = None, baseline_every: int | None = None) -> Iterator[None]:

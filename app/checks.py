@@ -36,8 +36,11 @@ def drafter(name: str, flag: str = "--drafter", constrained: bool | None = None)
     if name not in NAMES:
         raise SpecchatError(f"unknown drafter {name!r}", hint=f"choose one of: {', '.join(NAMES)}", code=2)
     if constrained is False and name in NEEDS_CONSTRAINT:
-        raise SpecchatError(f"the {name} drafter drafts only while the reply is constrained",
-                            hint="add --json-schema FILE or --grammar FILE.gbnf, or pick another drafter", code=2)
+        raise SpecchatError(
+            f"the {name} drafter drafts only while the reply is constrained",
+            hint="add --json-schema FILE or --grammar FILE.gbnf, or pick another drafter",
+            code=2,
+        )
     return name
 
 
@@ -49,8 +52,11 @@ def constraint(json_schema: str | None, grammar: str | None, server: str | None 
     if json_schema is not None and grammar is not None:
         raise SpecchatError("--json-schema and --grammar both constrain the reply", hint="pass one of them", code=2)
     if server is not None:
-        raise SpecchatError("--json-schema and --grammar constrain the local engine, not a server",
-                            hint="leave out --server to decode with the grammar here", code=2)
+        raise SpecchatError(
+            "--json-schema and --grammar constrain the local engine, not a server",
+            hint="leave out --server to decode with the grammar here",
+            code=2,
+        )
     from specchat.schema import load_gbnf, load_schema
 
     return load_schema(json_schema) if json_schema is not None else load_gbnf(grammar)
@@ -87,7 +93,12 @@ def top_k(value: int, flag: str = "--top-k") -> int:
 
 def k(value: int, flag: str = "--k") -> int:
     if not K_MIN <= value <= K_MAX:
-        raise _bad(flag, value, f"it must be between {K_MIN} and {K_MAX}", "the most tokens a drafter proposes per round, e.g. 4 or 16")
+        raise _bad(
+            flag,
+            value,
+            f"it must be between {K_MIN} and {K_MAX}",
+            "the most tokens a drafter proposes per round, e.g. 4 or 16",
+        )
     return value
 
 
@@ -99,8 +110,13 @@ def ctx(value: int | None, flag: str = "--ctx") -> int | None:
     """None or 0: the loader's default; otherwise at least CTX_MIN."""
     if value is None or value == 0:
         return value
-    return _count(flag, value, CTX_MIN, f"the context must hold at least {CTX_MIN} tokens",
-                  "leave it out for the default (min(8192, trained))")
+    return _count(
+        flag,
+        value,
+        CTX_MIN,
+        f"the context must hold at least {CTX_MIN} tokens",
+        "leave it out for the default (min(8192, trained))",
+    )
 
 
 def threads_max() -> int:
@@ -114,18 +130,29 @@ def threads(value: int | None, flag: str = "--threads") -> int | None:
     if value is None:
         return value
     if value < 0:
-        raise _bad(flag, value, "it must be ≥ 1 (or 0 for the physical cores)", "leave it out to use the physical cores")
+        raise _bad(
+            flag, value, "it must be ≥ 1 (or 0 for the physical cores)", "leave it out to use the physical cores"
+        )
     most = threads_max()
-    return _at_most(flag, value, most, f"{most} is 4 per core on this machine (ggml takes at most {GGML_THREADS}); "
-                    "leave it out to use the physical cores")
+    return _at_most(
+        flag,
+        value,
+        most,
+        f"{most} is 4 per core on this machine (ggml takes at most {GGML_THREADS}); "
+        "leave it out to use the physical cores",
+    )
 
 
 def seed(value: int, flag: str = "--seed") -> int:
     """llama.cpp reads -1 as "random"; specchat has no random seed, so a
     reply can always be decoded again."""
     if not 0 <= value <= SEED_MAX:
-        raise _bad(flag, value, f"it must be between 0 and {SEED_MAX}",
-                   "the same seed and prompt give the same reply; any number in range, e.g. 42")
+        raise _bad(
+            flag,
+            value,
+            f"it must be between 0 and {SEED_MAX}",
+            "the same seed and prompt give the same reply; any number in range, e.g. 42",
+        )
     return value
 
 
@@ -134,8 +161,13 @@ def baseline_every(value: int, flag: str = "--baseline-every") -> int:
 
 
 def gpu_layers(value: int, flag: str = "--n-gpu-layers") -> int:
-    return _count(flag, value, -1, "it must be -1 (all layers), 0 (none) or a number of layers",
-                  "-1 offloads every layer, 0 none; leave it out for all")
+    return _count(
+        flag,
+        value,
+        -1,
+        "it must be -1 (all layers), 0 (none) or a number of layers",
+        "-1 offloads every layer, 0 none; leave it out for all",
+    )
 
 
 def repeats(value: int, flag: str = "--repeats") -> int:
@@ -162,8 +194,10 @@ _DRAWS_NOTHING = "\u115f\u1160\u2800\u3164\uffa0"  # letters that draw nothing (
 def blank(text: str) -> bool:
     """Nothing visible: only whitespace, control and format characters
     (zero-width spaces, joiners, a BOM) and blank fillers. No message."""
-    return all(ch.isspace() or ch in _DRAWS_NOTHING or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
-               for ch in text)
+    return all(
+        ch.isspace() or ch in _DRAWS_NOTHING or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+        for ch in text
+    )
 
 
 def prompt(text: str, what: str = "the prompt", empty_ok: bool = False) -> str:
@@ -179,6 +213,9 @@ def prompt(text: str, what: str = "the prompt", empty_ok: bool = False) -> str:
             code=2,
         ) from None
     if not empty_ok and blank(text):
-        raise SpecchatError(f"{what} is empty" if not text else f"{what} has no visible text",
-                            hint='say something, e.g. specchat run "Explain this error"', code=2)
+        raise SpecchatError(
+            f"{what} is empty" if not text else f"{what} has no visible text",
+            hint='say something, e.g. specchat run "Explain this error"',
+            code=2,
+        )
     return text

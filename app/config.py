@@ -52,8 +52,17 @@ class Loaded:
     path: Path
 
 
-_TYPES = {"pair": str, "drafter": str, "k": int, "temperature": (int, float), "theme": str,
-          "system_prompt": str, "threads": int, "ctx": int, "keymap": dict}
+_TYPES = {
+    "pair": str,
+    "drafter": str,
+    "k": int,
+    "temperature": (int, float),
+    "theme": str,
+    "system_prompt": str,
+    "threads": int,
+    "ctx": int,
+    "keymap": dict,
+}
 
 
 def load_settings(path: Path | None = None) -> Settings:
@@ -89,8 +98,13 @@ def _read(path: Path) -> str:
 
 
 # The range of each number, from the one owner of each rule (checks.py).
-_RANGES = {"k": checks.k, "temperature": checks.temperature, "threads": checks.threads, "ctx": checks.ctx,
-           "drafter": checks.drafter}
+_RANGES = {
+    "k": checks.k,
+    "temperature": checks.temperature,
+    "threads": checks.threads,
+    "ctx": checks.ctx,
+    "drafter": checks.drafter,
+}
 
 
 def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
@@ -103,7 +117,7 @@ def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
         elif not isinstance(value, _TYPES[key]) or isinstance(value, bool):
             errors.append(f"{where}: {key} should be {_type_name(key)}, not {value!r}; using {_default(s, key)}")
         elif key == "keymap" and not all(isinstance(v, str) for v in value.values()):
-            errors.append(f"{where}: keymap values should be key strings like \"ctrl+d\"; ignored")
+            errors.append(f'{where}: keymap values should be key strings like "ctrl+d"; ignored')
         elif (problem := _out_of_range(key, value)) is not None:
             errors.append(f"{where}: {problem}; using {_default(s, key)}")
         else:
@@ -158,4 +172,3 @@ def save_settings(changes: dict, path: Path | None = None) -> None:
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(tomlkit.dumps(doc), encoding="utf-8")
     tmp.replace(path)
-

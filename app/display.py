@@ -13,8 +13,12 @@ def round_spans(r: Round) -> list[dict]:
     target's token. In hybrid mode the source reads hybrid:ngram / hybrid:draft."""
     source = f"hybrid:{r.drafter}" if r.mode == "hybrid" else r.drafter
     forced = "hybrid:grammar" if r.mode == "hybrid" else "grammar"
-    parts = ((r.forced_text, "accepted", forced), (r.accepted_text, "accepted", source),
-             (r.rejected_text, "rejected", source), (r.target_text, "target", "target"))
+    parts = (
+        (r.forced_text, "accepted", forced),
+        (r.accepted_text, "accepted", source),
+        (r.rejected_text, "rejected", source),
+        (r.target_text, "target", "target"),
+    )
     return [{"text": text, "kind": kind, "drafter": who} for text, kind, who in parts if text]
 
 
@@ -130,4 +134,6 @@ def device_text(device: dict | None) -> str:
     if not device:
         return "not loaded"
     graph = " · argmax in llama.cpp's graph" if device.get("argmax") == "graph" else ""
-    return f"{device['backend']} · {device['device']} · {device['gpu_layers']}/{device['layers']} layers offloaded{graph}"
+    return (
+        f"{device['backend']} · {device['device']} · {device['gpu_layers']}/{device['layers']} layers offloaded{graph}"
+    )

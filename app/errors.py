@@ -17,5 +17,5 @@ class SpecchatError(Exception):
         return self.message
 
     def one_line(self) -> str:
-        """"MESSAGE (HINT)": the error and its hint for a notice or a status line."""
+        """ "MESSAGE (HINT)": the error and its hint for a notice or a status line."""
         return self.message + (f" ({self.hint})" if self.hint else "")

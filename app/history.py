@@ -108,8 +108,10 @@ class History:
         """A database with other tables of these names is not ours: fail here, not mid-chat."""
         try:
             self.db.execute("SELECT id, title, pair, created, updated FROM conversations LIMIT 1").fetchall()
-            self.db.execute("SELECT conversation_id, seq, role, content, created, finish, stats_json, spans_json "
-                            "FROM messages LIMIT 1").fetchall()
+            self.db.execute(
+                "SELECT conversation_id, seq, role, content, created, finish, stats_json, spans_json "
+                "FROM messages LIMIT 1"
+            ).fetchall()
         except sqlite3.OperationalError as err:
             raise sqlite3.DatabaseError(f"not a specchat history: {err}") from None
 
@@ -141,8 +143,7 @@ class History:
             raise KeyError(conv_id)
         conv = _conversation(*row)
         for stored in self.db.execute(
-            "SELECT role, content, finish, stats_json, spans_json FROM messages "
-            "WHERE conversation_id = ? ORDER BY seq",
+            "SELECT role, content, finish, stats_json, spans_json FROM messages WHERE conversation_id = ? ORDER BY seq",
             (conv_id,),
         ):
             conv.messages.append(_message(*stored))
@@ -206,17 +207,24 @@ def to_markdown(conv: Conversation) -> str:
         if msg.role == "assistant" and msg.stats:
             rows.append(_stats_row(len(rows) + 1, msg.stats))
     if rows:
-        out += ["## Stats", "",
-                "| reply | drafters | α | accepted | tok/s | baseline tok/s | speedup |",
-                "|---:|---|---:|---:|---:|---:|---:|", *rows, ""]
+        out += [
+            "## Stats",
+            "",
+            "| reply | drafters | α | accepted | tok/s | baseline tok/s | speedup |",
+            "|---:|---|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+        ]
     return safe_text("\n".join(out))
 
 
 def _stats_row(n: int, s: dict) -> str:
     drafters = "→".join(map(str, s.get("drafters") or [])) or "–"
-    return (f"| {n} | {drafters} | {number(s.get('alpha'))} | {number(s.get('acceptance_rate', 0) * 100, '.0f', '%')} "
-            f"| {number(s.get('tok_s'), '.1f')} | {number(s.get('baseline_tok_s'), '.1f')} "
-            f"| {number(s.get('speedup'), '.2f', '×')} |")
+    return (
+        f"| {n} | {drafters} | {number(s.get('alpha'))} | {number(s.get('acceptance_rate', 0) * 100, '.0f', '%')} "
+        f"| {number(s.get('tok_s'), '.1f')} | {number(s.get('baseline_tok_s'), '.1f')} "
+        f"| {number(s.get('speedup'), '.2f', '×')} |"
+    )
 
 
 def _dump(value) -> str | None:
@@ -253,8 +261,9 @@ def _message(role, content, finish, stats_json, spans_json) -> Message:
             raise Unreadable(f"content is {_show(content)}, not text")
         if finish is not None and not isinstance(finish, str):
             raise Unreadable(f"finish is {_show(finish)}, not text")
-        return Message(role, content, finish, _stats(_json("stats_json", stats_json)),
-                       _spans(_json("spans_json", spans_json)))
+        return Message(
+            role, content, finish, _stats(_json("stats_json", stats_json)), _spans(_json("spans_json", spans_json))
+        )
     except Unreadable as err:
         return Message(role if role in ROLES else "", "", problem=str(err))
 
@@ -280,7 +289,9 @@ def _spans(spans) -> list[dict] | None:
             if not isinstance(span.get(key), str):
                 raise Unreadable(f"spans_json[{i}].{key} is {_show(span.get(key, _MISSING))}, not text")
         if span.get("kind") not in SPAN_KINDS:
-            raise Unreadable(f"spans_json[{i}].kind is {_show(span.get('kind', _MISSING))}, not one of {', '.join(SPAN_KINDS)}")
+            raise Unreadable(
+                f"spans_json[{i}].kind is {_show(span.get('kind', _MISSING))}, not one of {', '.join(SPAN_KINDS)}"
+            )
     return spans
 
 
@@ -296,11 +307,10 @@ def _share(v) -> bool:
     return _amount(v) and v <= 1
 
 
-def _either(check, other):
-    return lambda v: check(v) or other(v)
+def _or_none(check):
+    return lambda v: v is None or check(v)
 
 
-_NONE = (lambda v: v is None)
 _COUNTS = ("tokens", "verify_rounds", "drafted", "accepted", "prefill_tokens", "plain_steps")
 _AMOUNTS = ("alpha", "tok_s", "spec_tok_s", "prefill_tok_s", "t_draft", "t_verify", "t_plain", "t_other", "t_decode")
 # What each stats key must hold (stats.TurnStats.to_dict(), server_counts.ServerStats, "drafters"),
@@ -308,10 +318,10 @@ _AMOUNTS = ("alpha", "tok_s", "spec_tok_s", "prefill_tok_s", "t_draft", "t_verif
 _STATS = {
     **{key: (_count, "a whole number from 0 to 1e12") for key in _COUNTS},
     **{key: (_amount, "a number from 0 to 1e12") for key in _AMOUNTS},
-    **{key: (_either(_amount, _NONE), "a number from 0 to 1e12 or null") for key in ("baseline_tok_s", "speedup", "t_llama")},
+    **{key: (_or_none(_amount), "a number from 0 to 1e12 or null") for key in ("baseline_tok_s", "speedup", "t_llama")},
     "acceptance_rate": (_share, "a share from 0 to 1"),
     "per_position_acceptance": (lambda v: isinstance(v, list) and all(map(_share, v)), "a list of shares from 0 to 1"),
-    "first_divergence": (_either(_count, _NONE), "a whole number from 0 to 1e12 or null"),
+    "first_divergence": (_or_none(_count), "a whole number from 0 to 1e12 or null"),
     "identical": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     **{key: (lambda v: isinstance(v, bool), "true or false") for key in ("timings_sent", "counters", "alpha_exact")},
     **{key: (lambda v: isinstance(v, str), "text") for key in ("source", "baseline_error")},
@@ -362,6 +372,11 @@ def open_history(path: Path | None = None) -> tuple[History | None, str]:
             extra = path.with_name(path.name + suffix)
             if extra.exists():
                 os.replace(extra, aside.with_name(aside.name + suffix))
-        return History(path), f"{path} is not a readable history ({reason}); kept it as {aside.name} and started a fresh one"
+        return History(
+            path
+        ), f"{path} is not a readable history ({reason}); kept it as {aside.name} and started a fresh one"
     except (OSError, sqlite3.Error) as err:
-        return None, f"{path} is not a readable history ({reason}) and cannot be moved aside ({err}); chatting without saving"
+        return (
+            None,
+            f"{path} is not a readable history ({reason}) and cannot be moved aside ({err}); chatting without saving",
+        )

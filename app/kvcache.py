@@ -7,7 +7,7 @@ catches up this way; both models keep the list of tokens their cache holds
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from specchat.stats import common_prefix
 

@@ -8,8 +8,8 @@ then every drafted token costs a CPU step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from specchat.chat import ChatSession
 from specchat.errors import SpecchatError

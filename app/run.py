@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.text import Text
 
 from specchat.chat import ChatSession
-from specchat.engine import Turn
 from specchat.display import round_spans, spans, stats_fields
+from specchat.engine import Turn
 from specchat.stats import Round, TurnStats, first_difference
 from specchat.textsafe import safe_json, safe_text
 from specchat.themes import SPEC_DEFAULTS, span_style
@@ -85,9 +85,7 @@ def stats_line(s: TurnStats, drafter: str, choices: dict[str, int] | None = None
     if choices:
         parts.append("auto chose " + ", ".join(f"{k}×{n}" for k, n in sorted(choices.items())))
     if s.identical is not None:
-        parts.append(
-            "identical to off" if s.identical else f"differs from off at token {s.first_divergence}"
-        )
+        parts.append("identical to off" if s.identical else f"differs from off at token {s.first_divergence}")
     return " · ".join(parts)
 
 
@@ -136,7 +134,9 @@ def constraint_report(session: ChatSession, turn: Turn) -> dict | None:
 def constraint_line(report: dict) -> str:
     if not report["checked"]:
         return f"{report['label']} · not checked: the reply did not finish"
-    return f"{report['label']} · " + ("the reply matches it" if report["valid"] else f"the reply does not match: {report['error']}")
+    return f"{report['label']} · " + (
+        "the reply matches it" if report["valid"] else f"the reply does not match: {report['error']}"
+    )
 
 
 def run_once(session: ChatSession, prompt: str, *, json_out: bool, identical: bool) -> int:

@@ -64,9 +64,7 @@ def sample(p: np.ndarray, rng: np.random.Generator) -> int:
     return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), p.size - 1))
 
 
-def accept_or_correct(
-    p: np.ndarray, d: int, q: np.ndarray | None, rng: np.random.Generator
-) -> tuple[bool, int | None]:
+def accept_or_correct(p: np.ndarray, d: int, q: np.ndarray | None, rng: np.random.Generator) -> tuple[bool, int | None]:
     """Exact speculative sampling for one drafted token d.
 
     Accept d with probability min(1, p(d)/q(d)). Otherwise return a token drawn

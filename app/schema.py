@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from specchat.errors import SpecchatError
 
@@ -60,8 +60,10 @@ class GrammarSpec:
         """One line naming the keywords the grammar ignores ("" when none)."""
         if not self.ignored:
             return ""
-        return (f"{self.source}: the grammar does not enforce {', '.join(self.ignored)} "
-                "(llama.cpp's schema converter ignores them); each finished reply is still checked against the whole schema")
+        return (
+            f"{self.source}: the grammar does not enforce {', '.join(self.ignored)} "
+            "(llama.cpp's schema converter ignores them); each finished reply is still checked against the whole schema"
+        )
 
 
 def alternatives(gbnf: str) -> int:
@@ -83,10 +85,17 @@ def check_size(gbnf: str, source: str, from_schema: bool) -> None:
         over.append(f"{_size(size)} of GBNF (at most {_size(MAX_GBNF_BYTES)})")
     if not over:
         return
-    hint = ('use fewer enum values or anyOf branches (a long list of values can be {"type": "string"} instead)'
-            if from_schema else "use fewer alternatives, or a shorter grammar")
-    raise SpecchatError(f"{source} is too big to bind as a grammar: {' and '.join(over)}; llama.cpp's grammar "
-                        "sampler slows with alternatives × size", hint=hint, code=2)
+    hint = (
+        'use fewer enum values or anyOf branches (a long list of values can be {"type": "string"} instead)'
+        if from_schema
+        else "use fewer alternatives, or a shorter grammar"
+    )
+    raise SpecchatError(
+        f"{source} is too big to bind as a grammar: {' and '.join(over)}; llama.cpp's grammar "
+        "sampler slows with alternatives × size",
+        hint=hint,
+        code=2,
+    )
 
 
 def _size(n: int) -> str:
@@ -100,13 +109,20 @@ def _read(path: str | Path, what: str) -> str:
     try:
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise SpecchatError(f"{p.name} is {_size(size)}: too big for a {what}",
-                                hint=f"specchat reads {what} files up to {_size(MAX_FILE_BYTES)}", code=2)
+            raise SpecchatError(
+                f"{p.name} is {_size(size)}: too big for a {what}",
+                hint=f"specchat reads {what} files up to {_size(MAX_FILE_BYTES)}",
+                code=2,
+            )
         return p.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise SpecchatError(f"{p} is not UTF-8 text (byte {err.start})", hint=f"save the {what} as UTF-8", code=2) from None
+        raise SpecchatError(
+            f"{p} is not UTF-8 text (byte {err.start})", hint=f"save the {what} as UTF-8", code=2
+        ) from None
     except OSError as err:
-        raise SpecchatError(f"cannot read {p}: {err.strerror}", hint=f"check the {what} file's permissions", code=2) from None
+        raise SpecchatError(
+            f"cannot read {p}: {err.strerror}", hint=f"check the {what} file's permissions", code=2
+        ) from None
 
 
 def print_warning(line: str) -> None:
@@ -127,12 +143,13 @@ def load_schema(path: str | Path, warn: Callable[[str], None] | None = print_war
     except json.JSONDecodeError as err:
         raise SpecchatError(
             f"{name} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})",
-            hint="a JSON schema file holds one JSON object, e.g. {\"type\": \"object\", \"properties\": {…}}",
+            hint='a JSON schema file holds one JSON object, e.g. {"type": "object", "properties": {…}}',
             code=2,
         ) from None
     except RecursionError:
-        raise SpecchatError(f"{name} nests too deeply to read", hint="a JSON schema nests a few levels, not thousands",
-                            code=2) from None
+        raise SpecchatError(
+            f"{name} nests too deeply to read", hint="a JSON schema nests a few levels, not thousands", code=2
+        ) from None
     spec = schema_spec(schema, name)
     if spec.warning and warn is not None:
         warn(spec.warning)
@@ -141,16 +158,22 @@ def load_schema(path: str | Path, warn: Callable[[str], None] | None = print_war
 
 def schema_spec(schema: object, name: str = "schema") -> GrammarSpec:
     if not isinstance(schema, dict):
-        raise SpecchatError(f"{name} is not a JSON schema (it holds a {type(schema).__name__}, not an object)",
-                            hint="a JSON schema is an object, e.g. {\"type\": \"object\", \"properties\": {…}}", code=2)
+        raise SpecchatError(
+            f"{name} is not a JSON schema (it holds a {type(schema).__name__}, not an object)",
+            hint='a JSON schema is an object, e.g. {"type": "object", "properties": {…}}',
+            code=2,
+        )
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     _check_repeats(schema, name)
     try:
         gbnf = json_schema_to_gbnf(json.dumps(schema))
     except Exception as err:  # the converter raises plain exceptions for what it cannot express
-        raise SpecchatError(f"cannot turn {name} into a grammar: {err}",
-                            hint="use types, properties, required, items, enum, const and $ref", code=2) from None
+        raise SpecchatError(
+            f"cannot turn {name} into a grammar: {err}",
+            hint="use types, properties, required, items, enum, const and $ref",
+            code=2,
+        ) from None
     return GrammarSpec(dumps_layout(gbnf), name, schema, ignored_keywords(schema))
 
 
@@ -166,8 +189,11 @@ def _check_repeats(schema: dict, name: str) -> None:
             for key in ("minItems", "maxItems", "minLength", "maxLength"):
                 n = node.get(key)
                 if isinstance(n, (int, float)) and not isinstance(n, bool) and n > MAX_REPEATS:
-                    raise SpecchatError(f"{name} asks for {key} {n:,}: too many repeats to bind as a grammar "
-                                        f"(at most {MAX_REPEATS:,})", hint=f"lower {key}, or leave it out", code=2)
+                    raise SpecchatError(
+                        f"{name} asks for {key} {n:,}: too many repeats to bind as a grammar (at most {MAX_REPEATS:,})",
+                        hint=f"lower {key}, or leave it out",
+                        code=2,
+                    )
             todo.extend(v for k, v in node.items() if k not in ("enum", "const", "default", "examples"))  # data
 
 
@@ -184,12 +210,49 @@ def dumps_layout(gbnf: str) -> str:
 # JSON Schema's keywords that constrain a value (annotations such as title,
 # description, default and examples constrain nothing, and are left out).
 CONSTRAINING = (
-    "$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
-    "dependentSchemas", "dependencies", "prefixItems", "items", "additionalItems", "contains", "properties",
-    "patternProperties", "additionalProperties", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
-    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
-    "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxContains",
-    "minContains", "maxProperties", "minProperties", "required", "dependentRequired",
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependencies",
+    "prefixItems",
+    "items",
+    "additionalItems",
+    "contains",
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "type",
+    "enum",
+    "const",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "format",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxContains",
+    "minContains",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "dependentRequired",
 )
 _FORMATS = re.compile(r"^(uuid[1-5]?|date|time|date-time)$")  # the string formats the converter has rules for
 
@@ -306,8 +369,11 @@ def load_gbnf(path: str | Path) -> GrammarSpec:
     """A GBNF file as a grammar: one with no root rule, or too big to bind, is one clear error."""
     text = _read(path, "grammar")
     if not re.search(r"^\s*root\s*::=", text, flags=re.M):
-        raise SpecchatError(f"{Path(path).name} has no root rule",
-                            hint="a GBNF grammar starts from `root ::= …` (see llama.cpp's grammars/README.md)", code=2)
+        raise SpecchatError(
+            f"{Path(path).name} has no root rule",
+            hint="a GBNF grammar starts from `root ::= …` (see llama.cpp's grammars/README.md)",
+            code=2,
+        )
     return GrammarSpec(text, Path(path).name)
 
 

@@ -3,8 +3,8 @@ TurnStats summed from them. Pure data and arithmetic, no model."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 
 @dataclass

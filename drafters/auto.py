@@ -19,7 +19,7 @@ when it could pay here at all; an unloaded model is never an option.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from specchat.costmodel import CostModel
 from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, NgramPart

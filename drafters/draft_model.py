@@ -14,7 +14,8 @@ cost per token is measured, for auto to price falling behind.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,11 +29,15 @@ if TYPE_CHECKING:
 
 SINGLE_STEP_CATCH_UP = 4  # catch-ups this short are fed token by token
 
+
 class DraftModelDrafter(Drafter):
     name = "draft"
 
     def __init__(
-        self, load: Callable[[], TargetModel], sampling: SamplingParams = SamplingParams(), constraint: Constraint | None = None
+        self,
+        load: Callable[[], TargetModel],
+        sampling: SamplingParams = SamplingParams(),
+        constraint: Constraint | None = None,
     ) -> None:
         super().__init__()
         self._load = load  # the model loads on first use

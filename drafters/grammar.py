@@ -11,7 +11,7 @@ With nothing forced (or no constraint) the round is a plain step.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from specchat.drafters.base import Draft, Drafter
 from specchat.grammar import Constraint

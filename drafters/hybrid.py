@@ -8,7 +8,7 @@ the grammar forced), so the UI can colour their accepted tokens apart.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, NgramPart
 
@@ -50,4 +50,3 @@ class HybridDrafter(Drafter):
 
     def close(self) -> None:
         self.model.close()
-

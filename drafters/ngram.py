@@ -18,7 +18,7 @@ loop of period p still yields a draft of k tokens.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from specchat.drafters.base import Draft, Drafter
 

@@ -150,9 +150,14 @@ DEFAULT_THEME = DARK.name
 
 _THEME_FIELDS = {f.name for f in fields(Theme)}
 # What each key of a theme file must hold; every other key is a colour.
-_KINDS = {"name": (str, "a string"), "dark": (bool, "true or false"), "ansi": (bool, "true or false"),
-          "luminosity_spread": ((int, float), "a number"), "text_alpha": ((int, float), "a number"),
-          "variables": (dict, "a table")}
+_KINDS = {
+    "name": (str, "a string"),
+    "dark": (bool, "true or false"),
+    "ansi": (bool, "true or false"),
+    "luminosity_spread": ((int, float), "a number"),
+    "text_alpha": ((int, float), "a number"),
+    "variables": (dict, "a table"),
+}
 _NAME = re.compile(r"[\w.+-]+( [\w.+-]+)*")  # shown in the palette: words, never markup
 _HINTS = {"colour": 'a colour (try "#268bd2")', "style": 'a text style (try "bold underline")'}
 
@@ -172,8 +177,12 @@ def span_style(kind: str, drafter: str, resolve=lambda var: f"${var}") -> str:
 
 # Accepted tokens coloured by who proposed them: in hybrid mode each source;
 # grammar-forced tokens in any mode (grammar, hybrid, auto).
-HYBRID_SOURCES = {"hybrid:ngram": "spec-ngram", "hybrid:draft": "spec-model", "hybrid:grammar": "spec-grammar",
-                  "grammar": "spec-grammar"}
+HYBRID_SOURCES = {
+    "hybrid:ngram": "spec-ngram",
+    "hybrid:draft": "spec-model",
+    "hybrid:grammar": "spec-grammar",
+    "grammar": "spec-grammar",
+}
 
 
 def theme_from_toml(text: str, default_name: str) -> Theme:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from specchat.bench.scorecard import CostCurve
 from specchat.chat import ChatSession
 from specchat.costmodel import time_decodes
 from specchat.engine import prefill
 from specchat.sampling import SamplingParams, probs, sample
-from specchat.bench.scorecard import CostCurve
 from specchat.stats import TurnStats
 
 CURVE_CONTEXT = 512  # tokens of real text before the cost curve's decodes
@@ -59,7 +59,9 @@ def bare_greedy(
             token = model.argmax(0) if sampling.greedy else sample(probs(model.logits(0), sampling), rng)
         else:
             logits = model.logits(0)
-            token = constraint.argmax(logits) if sampling.greedy else sample(probs(constraint.mask(logits), sampling), rng)
+            token = (
+                constraint.argmax(logits) if sampling.greedy else sample(probs(constraint.mask(logits), sampling), rng)
+            )
         if model.is_eog(token):
             break
         if constraint is not None:
@@ -156,5 +158,3 @@ def bare_stats(tokens: int, t_decode: float, steps: int, prefill: int) -> TurnSt
         plain_steps=steps,
         prefill_tokens=prefill,
     )
-
-

@@ -32,10 +32,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.text import Text
+
 from specchat.bench import scorecard
-from specchat.chat import ChatSession
-from specchat.drafters import default_k
-from specchat.errors import SpecchatError
 from specchat.bench.measure import (
     bare_greedy,
     bare_stats,
@@ -45,11 +43,14 @@ from specchat.bench.measure import (
     peak_rss_mb,
     time_ngram_proposals,
 )
+from specchat.bench.scorecard import OFF, REFERENCE, CostCurve, Run
+from specchat.bench.suites import SUITES, Prompt, Suite, load_suite
+from specchat.chat import ChatSession
+from specchat.drafters import default_k
+from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
 from specchat.schema import check_reply
-from specchat.bench.scorecard import OFF, REFERENCE, CostCurve, Run
 from specchat.stats import TurnStats, first_difference, position_counts
-from specchat.bench.suites import SUITES, Prompt, Suite, load_suite
 from specchat.textsafe import safe_text
 
 WIDE = 160  # output width when stdout is not a terminal
@@ -224,7 +225,9 @@ class Bench:
             run.tokens, run.text, run.finish, run.stats = turn.tokens, turn.text, turn.finish, turn.stats
             run.offered, run.hits = position_counts(turn.rounds)
         if prompt.constraint is not None:
-            run.schema_error = "the reply did not finish" if run.finish != "eos" else check_reply(prompt.constraint, run.text)
+            run.schema_error = (
+                "the reply did not finish" if run.finish != "eos" else check_reply(prompt.constraint, run.text)
+            )
             run.valid = run.schema_error is None
         run.peak_rss_mb = peak_rss_mb()
         return run
@@ -273,8 +276,13 @@ class Bench:
             "settings": self.plan.to_dict(),
             "machine": {**machine_facts(self.session), "load_average": self.load_average},
             "pair": pair or {"name": self.session.pair},
-            "suites": {s.name: [{"id": p.id, "text": p.text, **({"schema": p.constraint.source} if p.constraint else {})}
-                                for p in s.prompts] for s in self.plan.suites},
+            "suites": {
+                s.name: [
+                    {"id": p.id, "text": p.text, **({"schema": p.constraint.source} if p.constraint else {})}
+                    for p in s.prompts
+                ]
+                for s in self.plan.suites
+            },
             "cost_curve": self.curve.to_dict() if self.curve else None,
             "ngram_proposal": self.ngram,
             "rows": scorecard.rows(self.runs),

@@ -350,7 +350,9 @@ def devices_line(devices: dict) -> str:
 
 
 def curve_line(curve: CostCurve) -> str:
-    points = " · ".join(f"{n}: {t * 1e3:.1f} ms {x:.2f}×" for n, t, x in zip(curve.positions, curve.seconds, curve.ratios()))
+    points = " · ".join(
+        f"{n}: {t * 1e3:.1f} ms {x:.2f}×" for n, t, x in zip(curve.positions, curve.seconds, curve.ratios())
+    )
     return f"verify cost curve (positions: time, steps) at {curve.context_tokens} context tokens: {points}"
 
 

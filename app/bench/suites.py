@@ -43,14 +43,14 @@ def load_suite(name: str) -> Suite:
         folder = resources.files("specchat.bench").joinpath("suites")
         text = folder.joinpath(f"{name}.toml").read_text("utf-8")
     else:
-        raise SpecchatError(f"unknown suite {name!r}", hint=f"choose from: {', '.join(SUITES)} (or a .toml file)", code=2)
+        raise SpecchatError(
+            f"unknown suite {name!r}", hint=f"choose from: {', '.join(SUITES)} (or a .toml file)", code=2
+        )
     data = tomllib.loads(text)
     prompts = tuple(Prompt(p["id"], p["text"], _schema(folder, p.get("schema"))) for p in data.get("prompt", []))
     if not prompts:
         raise SpecchatError(f"suite {name!r} has no prompts", hint="add [[prompt]] tables with id and text")
     return Suite(data.get("name", Path(name).stem), prompts, data.get("description", ""))
-
-
 
 
 def _schema(folder, name: str | None) -> GrammarSpec | None:

@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 from contextlib import contextmanager
+
 import numpy as np
 
 from specchat.errors import SpecchatError
@@ -56,7 +57,6 @@ class Grammar:
     at the start of a reply, plus the single-byte tokens the probes use."""
 
     def __init__(self, spec: GrammarSpec, model) -> None:
-        import llama_cpp as C
 
         from specchat.llamacpp.llama import recent_log
 
@@ -71,8 +71,11 @@ class Grammar:
             self._root, parser_said = _bind(model.vocab, spec), []
         if not self._root:
             reason = _grammar_error(parser_said + recent_log())
-            raise SpecchatError(f"{spec.source} is not a grammar llama.cpp can read: {reason}",
-                                hint="see llama.cpp's grammars/README.md for the GBNF syntax", code=2)
+            raise SpecchatError(
+                f"{spec.source} is not a grammar llama.cpp can read: {reason}",
+                hint="see llama.cpp's grammars/README.md for the GBNF syntax",
+                code=2,
+            )
         self.eos = model.eos
         self.byte_of: dict[int, int] = {}  # token -> the one byte it stands for
         for b in range(256):
@@ -139,9 +142,12 @@ def _bind(vocab, spec: GrammarSpec, seconds: float | None = None):
                 if box.get("sampler"):  # it finished just now
                     C.llama_sampler_free(box.pop("sampler"))
     if not bound:
-        raise SpecchatError(f"{spec.source}: llama.cpp did not bind the grammar within {seconds:g} s "
-                            "(its alternatives multiply into too many parse stacks)",
-                            hint="simplify it: alternatives that start alike and go on differently multiply", code=2)
+        raise SpecchatError(
+            f"{spec.source}: llama.cpp did not bind the grammar within {seconds:g} s "
+            "(its alternatives multiply into too many parse stacks)",
+            hint="simplify it: alternatives that start alike and go on differently multiply",
+            code=2,
+        )
     return box["sampler"]
 
 
@@ -186,7 +192,9 @@ class GrammarState:
         import llama_cpp as C
 
         if not self.allowed(np.array([t], dtype=np.int32))[0]:
-            raise SpecchatError(f"the grammar refuses token {t} here", hint="a bug: only allowed tokens may be committed")
+            raise SpecchatError(
+                f"the grammar refuses token {t} here", hint="a bug: only allowed tokens may be committed"
+            )
         C.llama_sampler_accept(self._s, t)
 
     def _apply(self, cands: np.ndarray) -> np.ndarray:
@@ -194,8 +202,9 @@ class GrammarState:
         True where a candidate is allowed."""
         import llama_cpp as C
 
-        arr = C.llama_token_data_array(data=cands.ctypes.data_as(C.llama_token_data_p), size=len(cands),
-                                       selected=-1, sorted=False)
+        arr = C.llama_token_data_array(
+            data=cands.ctypes.data_as(C.llama_token_data_p), size=len(cands), selected=-1, sorted=False
+        )
         C.llama_sampler_apply(self._s, ctypes.byref(arr))
         return np.isfinite(cands["logit"])
 

@@ -20,12 +20,11 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
-
-import numpy as np
 
 import llama_cpp as C
+import numpy as np
 
 from specchat.errors import SpecchatError
 
@@ -198,8 +197,10 @@ class Model:
         if len(self.tokens) + len(tokens) > self.n_ctx:
             raise SpecchatError("the conversation is longer than the context", hint="raise --ctx or start a new chat")
         if self._greedy is not None and n_logits > MAX_ROWS:
-            raise SpecchatError(f"one decode can pick at most {MAX_ROWS} greedy tokens in llama.cpp's graph",
-                                hint="draft fewer tokens (--k)")
+            raise SpecchatError(
+                f"one decode can pick at most {MAX_ROWS} greedy tokens in llama.cpp's graph",
+                hint="draft fewer tokens (--k)",
+            )
         first_logit = len(tokens) - n_logits
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]
@@ -342,8 +343,7 @@ def placement(load_log: list[str], layers: int) -> dict:
         layers = int(offloaded.group(2))
     if gpu_layers and used:
         name, description = used[0]
-        return {"backend": re.sub(r"\d+$", "", name), "device": description,
-                "gpu_layers": gpu_layers, "layers": layers}
+        return {"backend": re.sub(r"\d+$", "", name), "device": description, "gpu_layers": gpu_layers, "layers": layers}
     return {"backend": "CPU", "device": cpu_name(), "gpu_layers": 0, "layers": layers}
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import datetime
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
 import llama_cpp as C
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from specchat.errors import SpecchatError
 

@@ -20,11 +20,12 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 from urllib.parse import urlsplit
 
 import httpx
+
 from specchat.errors import SpecchatError
 from specchat.textsafe import safe_text
 
@@ -55,8 +56,10 @@ def bad_answer(server: str, answer: str, what: str) -> SpecchatError:
 
 def inconsistent(server: str, what: str) -> SpecchatError:
     """Counters that parse but cannot be true: refused, never shown."""
-    return SpecchatError(f"the server's counters are inconsistent: {what} (the server at {server})",
-                         hint="no figures are shown from counters that contradict each other; see the server's log")
+    return SpecchatError(
+        f"the server's counters are inconsistent: {what} (the server at {server})",
+        hint="no figures are shown from counters that contradict each other; see the server's log",
+    )
 
 
 def _shown(value: object) -> str:
@@ -204,8 +207,15 @@ class ServerInfo:
         return [SERVER_DRAFTER] + (["off"] if "n_max" in self.knobs else [])
 
     def to_dict(self) -> dict:
-        return {"url": self.url, "model": self.model, "n_ctx": self.n_ctx, "speculative": self.speculative,
-                "spec_types": self.spec_types, "knobs": list(self.knobs), "build": self.build}
+        return {
+            "url": self.url,
+            "model": self.model,
+            "n_ctx": self.n_ctx,
+            "speculative": self.speculative,
+            "spec_types": self.spec_types,
+            "knobs": list(self.knobs),
+            "build": self.build,
+        }
 
 
 def check_url(url: str) -> str:
@@ -220,8 +230,11 @@ def check_url(url: str) -> str:
     except (ValueError, httpx.InvalidURL):
         ok = False
     if not ok:
-        raise SpecchatError(f"--server {safe_text(url)!r} is not an http(s) address", code=2,
-                            hint="give the server's base address, e.g. --server http://127.0.0.1:8080")
+        raise SpecchatError(
+            f"--server {safe_text(url)!r} is not an http(s) address",
+            code=2,
+            hint="give the server's base address, e.g. --server http://127.0.0.1:8080",
+        )
     return url.rstrip("/")
 
 
@@ -274,8 +287,14 @@ class ServerClient:
             types = (listed[0].node("params").text("speculative.types") or "").split(",")
             info.spec_types = ",".join(t for t in types if t and t != "none")  # llama.cpp lists "none" first
 
-    def stream_chat(self, body: dict, cancel: threading.Event | None, *, max_lines: int | None = None,
-                    on_idle: Callable[[], object] | None = None) -> Iterator[Fields]:
+    def stream_chat(
+        self,
+        body: dict,
+        cancel: threading.Event | None,
+        *,
+        max_lines: int | None = None,
+        on_idle: Callable[[], object] | None = None,
+    ) -> Iterator[Fields]:
         """POST /v1/chat/completions with stream=true; yields each event, read
         through Fields. Returns at once when `cancel` is set (the connection
         shut, so the server stops too), calls `on_idle` while the server is
@@ -332,8 +351,9 @@ class ServerClient:
 
     # --- waiting, and errors in words ---------------------------------------------------
 
-    def _whole(self, method: str, path: str, body: dict | None, cancel, limit_s: float,
-               answer: str) -> tuple[int, bytes] | None:
+    def _whole(
+        self, method: str, path: str, body: dict | None, cancel, limit_s: float, answer: str
+    ) -> tuple[int, bytes] | None:
         """(status, body) of a request read whole; None when cancelled."""
         exchange = _Exchange(self.http, method, path, body, stream=False)
         kind = item = None
@@ -349,14 +369,17 @@ class ServerClient:
         try:
             kind, item = exchange.next(cancel, limit_s, on_idle)
         except _Silent:
-            raise SpecchatError(f"the server at {self.url} sent nothing for {limit_s:.0f} s",
-                                hint="it may be stuck or overloaded; see its log") from None
+            raise SpecchatError(
+                f"the server at {self.url} sent nothing for {limit_s:.0f} s",
+                hint="it may be stuck or overloaded; see its log",
+            ) from None
         if kind != "error":
             return kind, item
         if isinstance(item, _TooBig):
             raise bad_answer(self.url, answer, str(item))
         if isinstance(item, (httpx.ConnectError, httpx.ConnectTimeout)) or (
-                isinstance(item, httpx.TransportError) and not exchange.started):
+            isinstance(item, httpx.TransportError) and not exchange.started
+        ):
             raise self._unreachable(item)
         if isinstance(item, httpx.TransportError):  # the server answered, then the connection broke
             raise StreamCut(safe_text(str(item)) or type(item).__name__)
@@ -366,19 +389,25 @@ class ServerClient:
         if status < 400:
             return
         if status == 404:
-            raise SpecchatError(f"{self.url} has no {path} (HTTP 404): it is not a llama.cpp server's base address",
-                                hint=WRONG_URL_HINT)
+            raise SpecchatError(
+                f"{self.url} has no {path} (HTTP 404): it is not a llama.cpp server's base address", hint=WRONG_URL_HINT
+            )
         message = _error_text(body.decode("utf-8", "replace"))
         if status == 503:
-            raise SpecchatError(f"the server is not ready (HTTP 503): {message}",
-                                hint="it is probably still loading the model; try again in a moment")
+            raise SpecchatError(
+                f"the server is not ready (HTTP 503): {message}",
+                hint="it is probably still loading the model; try again in a moment",
+            )
         kind = "refused the request" if status < 500 else "failed"
-        raise SpecchatError(f"the server {kind} (HTTP {status}): {message}",
-                            hint="see the server's log for the details")
+        raise SpecchatError(
+            f"the server {kind} (HTTP {status}): {message}", hint="see the server's log for the details"
+        )
 
     def _unreachable(self, err: Exception) -> SpecchatError:
-        return SpecchatError(f"cannot reach the llama.cpp server at {self.url}: {safe_text(err) or type(err).__name__}",
-                             hint="start it (llama-server -m MODEL.gguf --port 8080) or check --server")
+        return SpecchatError(
+            f"cannot reach the llama.cpp server at {self.url}: {safe_text(err) or type(err).__name__}",
+            hint="start it (llama-server -m MODEL.gguf --port 8080) or check --server",
+        )
 
 
 class StreamCut(Exception):
@@ -406,8 +435,9 @@ class _Exchange:
         self.stopped = threading.Event()
         self.response: httpx.Response | None = None
         self.started = False  # the server has answered (its status line came)
-        threading.Thread(target=self._read, args=(http, method, path, body, stream), daemon=True,
-                         name="specchat-server-read").start()
+        threading.Thread(
+            target=self._read, args=(http, method, path, body, stream), daemon=True, name="specchat-server-read"
+        ).start()
 
     def _read(self, http: httpx.Client, method: str, path: str, body: dict | None, stream: bool) -> None:
         try:

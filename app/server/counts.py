@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specchat.server.client import SERVER_DRAFTER, Fields, inconsistent
 from specchat.display import SERVER_TOTALS, round_spans
+from specchat.server.client import SERVER_DRAFTER, Fields, inconsistent
 from specchat.stats import TurnStats
 
 # --- the counters, chunk by chunk -------------------------------------------------------
@@ -107,8 +107,11 @@ class Totals:
 
     def _check(self, predicted: int, drafted: int, accepted: int) -> None:
         """Running totals only grow, and no more drafts are accepted than were drafted."""
-        for name, before, now in (("predicted_n", self.predicted, predicted), ("draft_n", self.drafted, drafted),
-                                  ("draft_n_accepted", self.accepted, accepted)):
+        for name, before, now in (
+            ("predicted_n", self.predicted, predicted),
+            ("draft_n", self.drafted, drafted),
+            ("draft_n_accepted", self.accepted, accepted),
+        ):
             if now < before:
                 raise inconsistent(self.server, f"{name} went from {before} back to {now}")
         if accepted > drafted:
@@ -181,5 +184,6 @@ def check_clock(t: Fields, wall: float, server: str) -> None:
     ms, n, rate = t.number("predicted_ms"), t.count("predicted_n"), t.number("predicted_per_second")
     seconds = ms / 1000 if ms else (n / rate if n and rate else 0.0)
     if seconds > wall * 1.05 + 0.5:
-        raise inconsistent(server, f"{n or 0} tokens took {seconds:g} s by the server's clock, "
-                                   f"in a reply that came in {wall:.1f} s")
+        raise inconsistent(
+            server, f"{n or 0} tokens took {seconds:g} s by the server's clock, in a reply that came in {wall:.1f} s"
+        )

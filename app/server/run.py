@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import sys
 
+from specchat.display import stats_fields
 from specchat.errors import SpecchatError
 from specchat.run import Output
 from specchat.server.session import ServerSession, ServerTurn
-from specchat.display import stats_fields
 from specchat.textsafe import safe_json
 
 
@@ -42,8 +42,12 @@ def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseli
         line = " · ".join(text for _, text in stats_fields(turn.stats.to_dict()))
         out.note(f"{session.info.model} on {session.info.url} · {line}")
     if turn.finish == "cut":
-        raise SpecchatError(f"{turn.error}; the partial reply ({len(turn.text)} characters) is kept",
-                            hint="check the server's log; it may have crashed or been stopped")
+        raise SpecchatError(
+            f"{turn.error}; the partial reply ({len(turn.text)} characters) is kept",
+            hint="check the server's log; it may have crashed or been stopped",
+        )
     if baseline and turn.stats.baseline_error:
-        raise SpecchatError(f"--baseline: {turn.stats.baseline_error}", hint="the reply above stands; no speedup is shown")
+        raise SpecchatError(
+            f"--baseline: {turn.stats.baseline_error}", hint="the reply above stands; no speedup is shown"
+        )
     return 0

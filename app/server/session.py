@@ -17,12 +17,12 @@ from contextlib import closing
 from dataclasses import dataclass, field
 
 from specchat.chat import Dialogue, SessionStatus
+from specchat.display import merge_spans
 from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
 from specchat.server.client import SERVER_DRAFTER, Fields, ServerClient, StreamCut, check_url, inconsistent
 from specchat.server.counts import Chunk, Totals, _context, check_clock, clock_rate, server_stats
-from specchat.display import merge_spans
 from specchat.textsafe import safe_text
 
 # Speculation off for one request, where the server takes per-request settings.
@@ -37,6 +37,7 @@ def read_event(event: Fields) -> tuple[str, str | None, Fields | None]:
     text = (choice.node("delta").text("content", limit=None) if choice else None) or ""
     finish = choice.text("finish_reason", limit=40) if choice else None
     return text, finish, event.maybe_node("timings")
+
 
 # --- the session ------------------------------------------------------------------------
 
@@ -66,9 +67,19 @@ class ServerSession(Dialogue):
     """A conversation with a llama-server: ChatSession's surface, the
     server's model, and the server's own speculation counters."""
 
-    def __init__(self, url: str, *, sampling: SamplingParams = SamplingParams(), system: str | None = None,
-                 max_tokens: int = 1024, k: int | None = None, n_min: int | None = None,
-                 p_min: float | None = None, baseline_url: str | None = None, with_baseline: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        sampling: SamplingParams = SamplingParams(),
+        system: str | None = None,
+        max_tokens: int = 1024,
+        k: int | None = None,
+        n_min: int | None = None,
+        p_min: float | None = None,
+        baseline_url: str | None = None,
+        with_baseline: bool = False,
+    ) -> None:
         self.client = ServerClient(url)
         try:
             self.info = self.client.probe()
@@ -119,14 +130,17 @@ class ServerSession(Dialogue):
         self.settings["n_max"] = max(K_MIN, min(K_MAX, k))
 
     def knob_hint(self) -> str:
-        return ("this llama-server takes no per-request speculative settings (its build lists none in /props); "
-                "set them where it starts: --spec-draft-n-max N, --spec-draft-n-min N, --spec-draft-p-min P")
+        return (
+            "this llama-server takes no per-request speculative settings (its build lists none in /props); "
+            "set them where it starts: --spec-draft-n-max N, --spec-draft-n-min N, --spec-draft-p-min P"
+        )
 
     def _refuse_unaccepted(self) -> None:
         for key, value in self.settings.items():
             if value is not None and key not in self.info.knobs:
-                raise SpecchatError(f"this server does not accept speculative.{key} per request", code=2,
-                                    hint=self.knob_hint())
+                raise SpecchatError(
+                    f"this server does not accept speculative.{key} per request", code=2, hint=self.knob_hint()
+                )
 
     cpu_bound = False  # no local model: the server decodes
     draft_model_loaded = False  # the server's draft model is its own
@@ -140,13 +154,23 @@ class ServerSession(Dialogue):
         return self._context_used
 
     def status(self) -> SessionStatus:
-        return SessionStatus(self.pair, self._drafter, self.k, self.sampling.temp, self.sampling.greedy,
-                             self._context_used, self.n_ctx, "", None)
+        return SessionStatus(
+            self.pair,
+            self._drafter,
+            self.k,
+            self.sampling.temp,
+            self.sampling.greedy,
+            self._context_used,
+            self.n_ctx,
+            "",
+            None,
+        )
 
     def set_constraint(self, spec) -> None:
         if spec is not None:
-            raise SpecchatError("replies on a server are not constrained by specchat",
-                                hint="the grammar drafter runs on a local pair")
+            raise SpecchatError(
+                "replies on a server are not constrained by specchat", hint="the grammar drafter runs on a local pair"
+            )
 
     constraint_spec = None  # replies on a server are never constrained by specchat
 
@@ -253,16 +277,20 @@ class ServerSession(Dialogue):
             raise SpecchatError(
                 f"the baseline reply from {client.url} still drafted {drafted} tokens: speculation "
                 "was not off, so no speedup is shown",
-                hint="start the baseline server without -md and without --spec-type")
+                hint="start the baseline server without -md and without --spec-type",
+            )
         if not rate:
-            raise inconsistent(client.url, f"a --baseline reply of {timings.count('predicted_n', 0)} tokens "
-                                           "at 0 tok/s")
+            raise inconsistent(client.url, f"a --baseline reply of {timings.count('predicted_n', 0)} tokens at 0 tok/s")
         check_clock(timings, time.perf_counter() - t0, client.url)
         choices = reply.nodes("choices")
         message = choices[0].node("message") if choices else None
         content = (message.text("content", limit=None) if message else None) or ""
-        turn.baseline = {"url": client.url, "same_server": self.baseline_client is None, "timings": timings.value,
-                         "identical": content == turn.text}
+        turn.baseline = {
+            "url": client.url,
+            "same_server": self.baseline_client is None,
+            "timings": timings.value,
+            "identical": content == turn.text,
+        }
         s = turn.stats
         s.baseline_tok_s = rate
         s.speedup = s.tok_s / s.baseline_tok_s if s.tok_s else None
@@ -274,7 +302,8 @@ class ServerSession(Dialogue):
             raise SpecchatError(
                 f"--baseline needs speculation off for one request, and {self.client.url} takes no per-request "
                 "speculative settings (its /props lists none)",
-                hint="start a second llama-server with the same -m and no -md, and pass --baseline-server URL")
+                hint="start a second llama-server with the same -m and no -md, and pass --baseline-server URL",
+            )
         if self.baseline_client is not None:
             self._check_same_model()
 
@@ -286,10 +315,13 @@ class ServerSession(Dialogue):
         if mine != theirs:
             raise SpecchatError(
                 f"the baseline server runs another model ({safe_text(other.model)}) than {safe_text(self.info.model)}",
-                hint="start it with the same -m file as the speculating server")
+                hint="start it with the same -m file as the speculating server",
+            )
         if other.speculative:
-            raise SpecchatError(f"the baseline server at {other.url} speculates ({other.spec_types})",
-                                hint="start it without -md and without --spec-type")
+            raise SpecchatError(
+                f"the baseline server at {other.url} speculates ({other.spec_types})",
+                hint="start it without -md and without --spec-type",
+            )
 
     def close(self) -> None:
         self.client.close()
@@ -297,43 +329,75 @@ class ServerSession(Dialogue):
             self.baseline_client.close()
 
 
-def check_server_options(local: dict[str, str | None], drafter: str | None, baseline: bool,
-                         baseline_server: str | None, *, instead: str) -> None:
+def check_server_options(
+    local: dict[str, str | None], drafter: str | None, baseline: bool, baseline_server: str | None, *, instead: str
+) -> None:
     """What `run --server` and `specchat --server` both refuse, one error line
     each: options for a local model, a drafter the server cannot run, and
     --baseline-server without --baseline. `instead` ends the local options' hint."""
     for flag, value in local.items():
         if value is not None:
-            raise SpecchatError(f"{flag} cannot be used with --server: the server runs its own model", code=2,
-                                hint=f"drop it, or drop --server to {instead}")
+            raise SpecchatError(
+                f"{flag} cannot be used with --server: the server runs its own model",
+                code=2,
+                hint=f"drop it, or drop --server to {instead}",
+            )
     if baseline_server and not baseline:
         raise SpecchatError("--baseline-server needs --baseline", code=2, hint="add --baseline")
     if drafter not in (None, "auto", SERVER_DRAFTER, "off"):
-        raise SpecchatError(f"--drafter {drafter} cannot run on a server", code=2,
-                            hint="with --server the drafter is the server's own, or off where it allows")
+        raise SpecchatError(
+            f"--drafter {drafter} cannot run on a server",
+            code=2,
+            hint="with --server the drafter is the server's own, or off where it allows",
+        )
 
 
-def open_server_session(url: str | None, *, pair: str | None = None, target: str | None = None,
-                        draft: str | None = None, drafter: str = "auto", k: int | None = None,
-                        n_min: int | None = None, p_min: float | None = None, baseline: bool = False,
-                        baseline_server: str | None = None, **kwargs) -> ServerSession:
+def open_server_session(
+    url: str | None,
+    *,
+    pair: str | None = None,
+    target: str | None = None,
+    draft: str | None = None,
+    drafter: str = "auto",
+    k: int | None = None,
+    n_min: int | None = None,
+    p_min: float | None = None,
+    baseline: bool = False,
+    baseline_server: str | None = None,
+    **kwargs,
+) -> ServerSession:
     """A ServerSession from the command line's options, each checked at the edge:
     the server runs its own model and drafter, so the local ones do not apply."""
     from specchat import checks
 
     if url is None:
-        raise SpecchatError("--baseline and --baseline-server need --server URL", code=2,
-                            hint="specchat run --server http://127.0.0.1:8080 --baseline \"…\"")
-    check_server_options({"--pair": pair, "--target": target, "--draft": draft}, drafter, baseline, baseline_server,
-                         instead="run a local pair")
+        raise SpecchatError(
+            "--baseline and --baseline-server need --server URL",
+            code=2,
+            hint='specchat run --server http://127.0.0.1:8080 --baseline "…"',
+        )
+    check_server_options(
+        {"--pair": pair, "--target": target, "--draft": draft},
+        drafter,
+        baseline,
+        baseline_server,
+        instead="run a local pair",
+    )
     if k is not None:
         checks.k(k)
     if n_min is not None and n_min < 0:
         raise SpecchatError(f"--draft-min {n_min} is out of range: it must be ≥ 0", code=2, hint="0 drafts always")
     if p_min is not None and not 0 <= p_min <= 1:
         raise SpecchatError(f"--draft-p-min {p_min} is out of range: it must be 0 to 1", code=2, hint="0.75 is common")
-    session = ServerSession(check_url(url), k=k, n_min=n_min, p_min=p_min, with_baseline=baseline,
-                            baseline_url=check_url(baseline_server) if baseline_server else None, **kwargs)
+    session = ServerSession(
+        check_url(url),
+        k=k,
+        n_min=n_min,
+        p_min=p_min,
+        with_baseline=baseline,
+        baseline_url=check_url(baseline_server) if baseline_server else None,
+        **kwargs,
+    )
     try:
         session.set_drafter(SERVER_DRAFTER if drafter == "auto" else drafter)
         if baseline:

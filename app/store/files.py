@@ -39,12 +39,13 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 from specchat import paths
-from specchat.store.catalog import Catalog, ModelFile, Pair, load_catalog
 from specchat.errors import SpecchatError
+from specchat.store.catalog import Catalog, ModelFile, Pair, load_catalog
 
 try:  # file locks are POSIX-only; elsewhere concurrent pulls are not guarded
     import fcntl
@@ -115,8 +116,9 @@ def sha256_of(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
     return digest.hexdigest()
 
 
-def check(f: ModelFile, root: Path | None = None, *, rehash: bool = False,
-          on_bytes: Callable[[int], None] | None = None) -> str:
+def check(
+    f: ModelFile, root: Path | None = None, *, rehash: bool = False, on_bytes: Callable[[int], None] | None = None
+) -> str:
     """What the store holds of `f`: "verified", "damaged" (its bytes no longer
     hash to the sha256 it was pulled with), "unverified" (no usable record),
     "foreign" (a link, a folder or the like, not a file the store made) or
@@ -148,7 +150,9 @@ def is_ready(f: ModelFile, root: Path | None = None) -> bool:
     return check(f, root) == "verified"
 
 
-def install(partial: Path, f: ModelFile, *, sha256: str, size: int, source: str, root: Path | None = None, **extra) -> Path:
+def install(
+    partial: Path, f: ModelFile, *, sha256: str, size: int, source: str, root: Path | None = None, **extra
+) -> Path:
     """Move a verified partial download into place and record how it verified.
 
     The stale record goes first and the new one last, so a crash in between
@@ -200,8 +204,10 @@ def lock(f: ModelFile, root: Path | None = None, wait: bool = True) -> Iterator[
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
                 except BlockingIOError:
-                    raise Busy(f"{f.filename} is being pulled by another specchat",
-                               hint="wait for that pull to end (or stop it), then run the command again") from None
+                    raise Busy(
+                        f"{f.filename} is being pulled by another specchat",
+                        hint="wait for that pull to end (or stop it), then run the command again",
+                    ) from None
             try:
                 # `rm` deletes the lock file while holding it: a lock taken on
                 # a deleted file guards nothing, so take the new one.
@@ -240,8 +246,10 @@ def _lstat(path: Path) -> os.stat_result | None:
 
 
 def _not_ours(path: Path, what: str) -> SpecchatError:
-    return SpecchatError(f"{path} is {what}, not a file the store made; specchat does not delete it",
-                         hint="move it out of the model store, then run the command again")
+    return SpecchatError(
+        f"{path} is {what}, not a file the store made; specchat does not delete it",
+        hint="move it out of the model store, then run the command again",
+    )
 
 
 def _linked_folder(folder: Path) -> SpecchatError:
@@ -272,8 +280,10 @@ def make_folder(f: ModelFile, root: Path | None = None) -> Path:
         base.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         blocker = next((p for p in (base, *base.parents) if p.exists() and not p.is_dir()), base)
-        raise SpecchatError(f"cannot make the model store in {base}: {blocker} is a file, not a folder",
-                            hint="point SPECCHAT_HOME (or SPECCHAT_MODELS) at a folder") from None
+        raise SpecchatError(
+            f"cannot make the model store in {base}: {blocker} is a file, not a folder",
+            hint="point SPECCHAT_HOME (or SPECCHAT_MODELS) at a folder",
+        ) from None
     path = file_path(f, root)
     for folder in _store_folders(path, root):
         with contextlib.suppress(FileExistsError):
@@ -287,8 +297,10 @@ def _check_folder(folder: Path) -> None:
     if stat.S_ISLNK(st.st_mode):
         raise _linked_folder(folder)
     if not stat.S_ISDIR(st.st_mode):
-        raise SpecchatError(f"{folder} is a file, not a folder of the model store; specchat does not delete it",
-                            hint="move it out of the model store, then run the command again")
+        raise SpecchatError(
+            f"{folder} is a file, not a folder of the model store; specchat does not delete it",
+            hint="move it out of the model store, then run the command again",
+        )
 
 
 def remove_stray(path: Path) -> None:

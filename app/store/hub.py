@@ -22,14 +22,15 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from specchat import __version__
-from specchat.store.catalog import ModelFile
 from specchat.errors import SpecchatError
 from specchat.store import files as store
+from specchat.store.catalog import ModelFile
 from specchat.store.files import read_json, write_json
 
 HEAD_TIMEOUT = 8.0  # seconds; an unreachable Hub should not hold up the mirror
@@ -123,7 +124,9 @@ def open_stream(f: ModelFile, hf: HubFile, start: int = 0) -> http.client.HTTPRe
     return resp
 
 
-def download(f: ModelFile, hf: HubFile, partial: Path, expected_sha256: str, on_bytes: Callable[[int], None]) -> tuple[str, int]:
+def download(
+    f: ModelFile, hf: HubFile, partial: Path, expected_sha256: str, on_bytes: Callable[[int], None]
+) -> tuple[str, int]:
     """Fetch the file into `partial`, resuming what an earlier run left there
     (only a file the store made itself: see store.open_partial).
 
@@ -253,7 +256,9 @@ def _status_error(status: int, headers, f: ModelFile) -> HubError:
             kind="auth",
         )
     if status == 404 and code == "RevisionNotFound":
-        return HubError(f"revision '{f.revision}' not found in {f.repo} (404)", hint=f"see {page}/tree/main", kind="not_found")
+        return HubError(
+            f"revision '{f.revision}' not found in {f.repo} (404)", hint=f"see {page}/tree/main", kind="not_found"
+        )
     if status == 404:
         return HubError(
             f"{f.filename} not found in {f.repo} at revision {f.revision} (404)",

@@ -10,12 +10,11 @@ import os
 from rich import filesize
 from rich.console import Console
 
+from specchat.errors import SpecchatError
 from specchat.store import files as store
 from specchat.store.catalog import ModelFile, load_catalog
-from specchat.errors import SpecchatError
 from specchat.store.pull import UI
 from specchat.textsafe import safe_json, safe_text
-
 
 _WHY = {
     "damaged": "changed on disk: its sha256 no longer matches",
@@ -102,7 +101,9 @@ def run_rm(names: list[str]) -> None:
     try:
         result = store.remove_pairs(names)
     except OSError as err:
-        raise SpecchatError(f"cannot delete from the model store: {err}", hint="check the store's permissions") from None
+        raise SpecchatError(
+            f"cannot delete from the model store: {err}", hint="check the store's permissions"
+        ) from None
     for path in result["removed"]:
         print(safe_text(f"deleted {path}"))
     users = set()

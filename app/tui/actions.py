@@ -15,10 +15,10 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.message import Message
 
 from specchat import paths
+from specchat.checks import blank
 from specchat.drafters import NEEDS_CONSTRAINT, default_k
 from specchat.errors import SpecchatError
 from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker, TextPrompt
-from specchat.checks import blank
 from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, last_code_block
 
 
@@ -34,7 +34,15 @@ class Action:
 
 
 ACTIONS = [
-    Action("cycle_drafter", "ctrl+d", "cycle_drafter", "Drafter", "Cycle the drafter (from the next round, also mid-reply)", True, True),
+    Action(
+        "cycle_drafter",
+        "ctrl+d",
+        "cycle_drafter",
+        "Drafter",
+        "Cycle the drafter (from the next round, also mid-reply)",
+        True,
+        True,
+    ),
     Action("k_up", "ctrl+up", "k_up", "k+", "Let the drafter propose one more token per round", False, True),
     Action("k_down", "ctrl+down", "k_down", "k−", "Let the drafter propose one token fewer per round", False, True),
     Action("cancel", "escape", "cancel", "Cancel", "Stop at the next round; the partial reply stays", True),
@@ -49,8 +57,13 @@ ACTIONS = [
     Action("regenerate", "ctrl+r", "regenerate", "Regenerate", "Generate the last reply again", True, True),
     Action("edit_last", "ctrl+l", "edit_last", "Edit last", "Edit and resend your last message", False, True),
     Action("new_chat", "ctrl+n", "new_chat", "New chat", "Start a new conversation", True, True),
-    Action("json_schema", "f8", "json_schema", "Reply as JSON matching…",
-           "Constrain the replies to a JSON schema file (/schema FILE before a message does the same; off frees them)"),
+    Action(
+        "json_schema",
+        "f8",
+        "json_schema",
+        "Reply as JSON matching…",
+        "Constrain the replies to a JSON schema file (/schema FILE before a message does the same; off frees them)",
+    ),
 ]
 
 
@@ -100,8 +113,10 @@ class ChatActions:
             return
         names = self.session.drafter_names()  # a server offers only what it takes per request
         if len(names) == 1:
-            self.notify(f"drafter: {names[0]} is the only one here (the server takes no per-request "
-                        "speculative settings)", timeout=5)
+            self.notify(
+                f"drafter: {names[0]} is the only one here (the server takes no per-request speculative settings)",
+                timeout=5,
+            )
             return
         i = names.index(self.drafter) if self.drafter in names else -1
         for step in range(1, len(names) + 1):
@@ -157,8 +172,12 @@ class ChatActions:
             b = active.binding
             if b.id in ours and b.id not in seen:
                 seen[b.id] = b
-        self.push_screen(LegendScreen([(b.key_display or self.get_key_display(b), b.description) for b in seen.values()],
-                                      self.models.legend_note))
+        self.push_screen(
+            LegendScreen(
+                [(b.key_display or self.get_key_display(b), b.description) for b in seen.values()],
+                self.models.legend_note,
+            )
+        )
 
     def action_stats_panel(self) -> None:
         panel = self.query_one(StatsPanel)
@@ -188,7 +207,9 @@ class ChatActions:
 
         def chosen(name: str | None) -> None:
             if name and name != current:
-                self.open_pair(name, self.drafter, self.session.k if self.session else self.chosen_k or default_k(self.drafter))
+                self.open_pair(
+                    name, self.drafter, self.session.k if self.session else self.chosen_k or default_k(self.drafter)
+                )
 
         try:
             pairs = self.models.pairs()

@@ -32,8 +32,15 @@ from specchat.tui.actions import ACTIONS, ChatActions, SpecchatCommands
 from specchat.tui.conversation import Conversation
 from specchat.tui.screens import PullScreen
 from specchat.tui.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, RoundFeed, RoundsReady
-from specchat.tui.widgets import (AssistantMessage, PromptInput, Status, StatsPanel, StatusBar, UserMessage,
-                                  stored_message)
+from specchat.tui.widgets import (
+    AssistantMessage,
+    PromptInput,
+    StatsPanel,
+    Status,
+    StatusBar,
+    UserMessage,
+    stored_message,
+)
 
 
 @dataclass
@@ -49,8 +56,9 @@ class SpecchatApp(ChatActions, App):
     TITLE = "specchat"
     CSS_PATH = "specchat.tcss"
     COMMANDS = App.COMMANDS | {SpecchatCommands}
-    BINDINGS = [Binding(a.keys, a.action, a.title, show=a.show, priority=a.priority, id=a.id, tooltip=a.help)
-                for a in ACTIONS]
+    BINDINGS = [
+        Binding(a.keys, a.action, a.title, show=a.show, priority=a.priority, id=a.id, tooltip=a.help) for a in ACTIONS
+    ]
 
     def __init__(
         self,
@@ -94,8 +102,15 @@ class SpecchatApp(ChatActions, App):
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(SPEC_DEFAULTS)
 
-    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
-               markup: bool = False) -> None:
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity="information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
         """Every notification is plain text: what it quotes (a file, a key, a
         title, an error) is data, never markup or terminal control."""
         super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
@@ -147,8 +162,12 @@ class SpecchatApp(ChatActions, App):
             config.save_settings(changes)
         except OSError as err:  # a read-only config folder, say: keep chatting, say it once
             self.save_settings = False
-            self.notify(f"cannot save settings ({err}); your choices last until you quit",
-                        title="settings", severity="warning", timeout=15)
+            self.notify(
+                f"cannot save settings ({err}); your choices last until you quit",
+                title="settings",
+                severity="warning",
+                timeout=15,
+            )
 
     # --- loading a pair -------------------------------------------------------------
 
@@ -199,8 +218,12 @@ class SpecchatApp(ChatActions, App):
         old, self.session = self.session, msg.session
         self.conversation.attach(msg.session)  # the conversation goes on with the new pair
         if msg.dropped_constraint:
-            self.notify(f"replies are free text with {msg.session.pair}: {msg.dropped_constraint}", title="schema",
-                        severity="warning", timeout=10)
+            self.notify(
+                f"replies are free text with {msg.session.pair}: {msg.dropped_constraint}",
+                title="schema",
+                severity="warning",
+                timeout=10,
+            )
         self.drafter = msg.session.drafter_name
         self.pacer.cpu_bound = msg.session.cpu_bound
         if old is not None:
@@ -232,8 +255,18 @@ class SpecchatApp(ChatActions, App):
             bar.status = Status(note=old_note)
             return
         s = self.session.status()
-        bar.status = Status(s.pair, self.drafter, s.k, s.temp, s.context_used, s.n_ctx,
-                            self.live_tok_s, old_note, choice=self.auto_choice, constraint=s.constraint)
+        bar.status = Status(
+            s.pair,
+            self.drafter,
+            s.k,
+            s.temp,
+            s.context_used,
+            s.n_ctx,
+            self.live_tok_s,
+            old_note,
+            choice=self.auto_choice,
+            constraint=s.constraint,
+        )
 
     # --- sending and streaming -----------------------------------------------------------
 
@@ -362,7 +395,7 @@ class SpecchatApp(ChatActions, App):
         users = [i for i, w in enumerate(children) if isinstance(w, UserMessage)]
         had_reply = False
         if users:
-            for w in children[users[-1]:]:
+            for w in children[users[-1] :]:
                 had_reply |= isinstance(w, AssistantMessage) and w.stats is not None
                 w.remove()
         self.conversation.drop_last_exchange(had_reply)

@@ -9,7 +9,7 @@ turns saving off with one warning; the chat goes on.
 from __future__ import annotations
 
 import sqlite3
-from typing import Callable
+from collections.abc import Callable
 
 from specchat.history import Conversation as StoredConversation
 from specchat.history import History

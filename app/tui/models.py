@@ -13,8 +13,9 @@ the app another source with the same members, backed by the fake model.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from specchat.config import Settings
@@ -53,12 +54,26 @@ class Session(Protocol):
 
     # --- turns: on_round gets each round (a server's chunk) as it is decoded;
     # on_idle is called while a server is silent, so what came is shown
-    def reply(self, user_text: str, on_round: Callable[[Round], None] | None = None,
-              cancel: threading.Event | None = None, on_idle: Callable[[], None] | None = None) -> Turn: ...
-    def regenerate(self, on_round: Callable[[Round], None] | None = None, cancel: threading.Event | None = None,
-                   on_idle: Callable[[], None] | None = None) -> Turn: ...
-    def edit_last(self, user_text: str, on_round: Callable[[Round], None] | None = None,
-                  cancel: threading.Event | None = None, on_idle: Callable[[], None] | None = None) -> Turn: ...
+    def reply(
+        self,
+        user_text: str,
+        on_round: Callable[[Round], None] | None = None,
+        cancel: threading.Event | None = None,
+        on_idle: Callable[[], None] | None = None,
+    ) -> Turn: ...
+    def regenerate(
+        self,
+        on_round: Callable[[Round], None] | None = None,
+        cancel: threading.Event | None = None,
+        on_idle: Callable[[], None] | None = None,
+    ) -> Turn: ...
+    def edit_last(
+        self,
+        user_text: str,
+        on_round: Callable[[Round], None] | None = None,
+        cancel: threading.Event | None = None,
+        on_idle: Callable[[], None] | None = None,
+    ) -> Turn: ...
 
     # --- knobs (a SpecchatError where this session cannot take one)
     @property
@@ -174,9 +189,11 @@ class ServerModels:
 
     remembers_pair = False  # the settings keep the last local pair, never a server
     # F1's legend: what the accepted colour claims on a server.
-    legend_note = (": a llama.cpp server's accepted drafts, from the differences of its running totals "
-                   "(draft_n_accepted, predicted_n) between streamed chunks; a chunk is coloured only when all "
-                   "its tokens were accepted drafts. The server sends no rejected drafts.")
+    legend_note = (
+        ": a llama.cpp server's accepted drafts, from the differences of its running totals "
+        "(draft_n_accepted, predicted_n) between streamed chunks; a chunk is coloured only when all "
+        "its tokens were accepted drafts. The server sends no rejected drafts."
+    )
 
     def __init__(self, url: str, baseline: bool = False, baseline_url: str | None = None, model: str = "") -> None:
         from specchat.server.client import check_url
@@ -205,9 +222,13 @@ class ServerModels:
         from specchat.sampling import SamplingParams
         from specchat.server.session import ServerSession
 
-        session = ServerSession(self.url, sampling=SamplingParams(temp=settings.temperature),
-                                system=settings.system_prompt or None, baseline_url=self.baseline_url,
-                                with_baseline=self.baseline)
+        session = ServerSession(
+            self.url,
+            sampling=SamplingParams(temp=settings.temperature),
+            system=settings.system_prompt or None,
+            baseline_url=self.baseline_url,
+            with_baseline=self.baseline,
+        )
         session.pair = self.name
         if "n_max" in session.info.knobs:
             session.set_k(k)  # the chat's k goes out as speculative.n_max where the server takes it
@@ -216,22 +237,27 @@ class ServerModels:
         return session
 
 
-def chat_models(url: str | None, *, pair: str | None, drafter: str | None, baseline: bool,
-                baseline_server: str | None) -> ServerModels | None:
+def chat_models(
+    url: str | None, *, pair: str | None, drafter: str | None, baseline: bool, baseline_server: str | None
+) -> ServerModels | None:
     """The chat's model source for `specchat --server URL`, checked before the
     app starts (an unreachable server is one line, not an app with no model);
     None without --server."""
     if url is None:
         if baseline or baseline_server:
-            raise SpecchatError("--baseline and --baseline-server need --server URL", code=2,
-                                hint="specchat --server http://127.0.0.1:8080 --baseline")
+            raise SpecchatError(
+                "--baseline and --baseline-server need --server URL",
+                code=2,
+                hint="specchat --server http://127.0.0.1:8080 --baseline",
+            )
         return None
     from specchat.server.client import check_url
     from specchat.server.session import ServerSession, check_server_options
 
     check_server_options({"--pair": pair}, drafter, baseline, baseline_server, instead="chat with a local pair")
-    probe = ServerSession(check_url(url), with_baseline=baseline,
-                          baseline_url=check_url(baseline_server) if baseline_server else None)
+    probe = ServerSession(
+        check_url(url), with_baseline=baseline, baseline_url=check_url(baseline_server) if baseline_server else None
+    )
     try:
         if baseline:
             probe.check_baseline()

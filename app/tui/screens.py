@@ -30,21 +30,32 @@ class LegendScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         sample = Content.assemble(
-            ("accepted draft", "$spec-accepted"), "  ",
-            ("rejected draft", "strike $spec-rejected"), "  ",
+            ("accepted draft", "$spec-accepted"),
+            "  ",
+            ("rejected draft", "strike $spec-rejected"),
+            "  ",
             "target's own token",
         )
         hybrid = Content.assemble(
-            "hybrid: ", ("n-gram accepted", "$spec-ngram"), "  ", ("draft-model accepted", "$spec-model"),
-            "  ", ("grammar-forced accepted", "$spec-grammar"),
+            "hybrid: ",
+            ("n-gram accepted", "$spec-ngram"),
+            "  ",
+            ("draft-model accepted", "$spec-model"),
+            "  ",
+            ("grammar-forced accepted", "$spec-grammar"),
         )
         grammar = Content.assemble(
-            ("grammar-forced accepted", "$spec-grammar"), ": tokens a JSON schema or grammar forced, in any mode; ",
-            ("⟨JSON · file⟩", "bold $spec-grammar"), " in the status bar while replies are constrained",
+            ("grammar-forced accepted", "$spec-grammar"),
+            ": tokens a JSON schema or grammar forced, in any mode; ",
+            ("⟨JSON · file⟩", "bold $spec-grammar"),
+            " in the status bar while replies are constrained",
         )
         numbers = Content.assemble(
-            "α = tokens per verify · speedup ", ("> 1", "bold $spec-good"), " won, ",
-            ("< 1", "bold $spec-bad"), " lost vs the measured off baseline",
+            "α = tokens per verify · speedup ",
+            ("> 1", "bold $spec-good"),
+            " won, ",
+            ("< 1", "bold $spec-bad"),
+            " lost vs the measured off baseline",
         )
         key_lines = "\n".join(f"{k:>14}  {what}" for k, what in self.keys)
         with Vertical(id="legend", classes="dialog"):
@@ -204,7 +215,9 @@ class PullScreen(ModalScreen[bool]):
         size = next((p.size for p in self.models.pairs() if p.name == self.pair_name), None)
         with Vertical(id="pull", classes="dialog"):
             yield Static("Model pair not pulled", classes="dialog-title")
-            yield Label(Content(safe_text(f"{self.reason}\nPull '{self.pair_name}'{_size(size)} now?")), id="pull-question")
+            yield Label(
+                Content(safe_text(f"{self.reason}\nPull '{self.pair_name}'{_size(size)} now?")), id="pull-question"
+            )
             yield ProgressBar(id="pull-progress", show_eta=False)
             yield Label("", id="pull-status")
             with Horizontal(classes="buttons"):
@@ -233,7 +246,8 @@ class PullScreen(ModalScreen[bool]):
             return
         self.query_one(ProgressBar).update(total=total, progress=done)
         self.query_one("#pull-status", Label).update(
-            f"{done / 1e6:.0f} MB" + (f" of {total / 1e6:.0f} MB" if total else ""))
+            f"{done / 1e6:.0f} MB" + (f" of {total / 1e6:.0f} MB" if total else "")
+        )
 
     @work(thread=True, exclusive=True, group="pull", exit_on_error=False)
     def pull(self) -> None:

@@ -20,8 +20,8 @@ from textual.reactive import reactive
 from textual.widgets import Markdown, Sparkline, Static, TextArea
 
 from specchat.checks import blank
-from specchat.history import Message as Stored
 from specchat.display import device_text, merge_spans, number, stats_fields
+from specchat.history import Message as Stored
 from specchat.textsafe import safe_text
 from specchat.themes import span_style
 
@@ -118,7 +118,7 @@ def chunk_spans(chunks: list[list[dict]], new: list[dict]) -> None:
             if cut:
                 merge_spans(chunks[-1], [{**s, "text": text[:cut]}])
             chunks.append([])
-            text = text[cut + 1:]
+            text = text[cut + 1 :]
         if text:
             merge_spans(chunks[-1], [{**s, "text": text}])
 
@@ -176,8 +176,13 @@ class StatsLine(Static):
 class AssistantMessage(Vertical):
     """One reply: colour view (or rendered Markdown) and its stats line."""
 
-    def __init__(self, spans: list[dict] | None = None, stats: dict | None = None,
-                 finish: str | None = None, show_rejected: bool = True) -> None:
+    def __init__(
+        self,
+        spans: list[dict] | None = None,
+        stats: dict | None = None,
+        finish: str | None = None,
+        show_rejected: bool = True,
+    ) -> None:
         super().__init__(classes="assistant-message")
         self.spans: list[dict] = []
         self.chunks: list[list[dict]] = [[]]
@@ -232,7 +237,7 @@ class AssistantMessage(Vertical):
         live = self.stats is None
         if len(self.chunks) > len(widgets):
             widgets[-1].show(spans_content(self.chunks[len(widgets) - 1], self.show_rejected), live=False)
-            body.mount_all(ReplyChunk(spans_content(c, self.show_rejected)) for c in self.chunks[len(widgets):])
+            body.mount_all(ReplyChunk(spans_content(c, self.show_rejected)) for c in self.chunks[len(widgets) :])
         else:
             widgets[-1].show(self._live, live)  # an ended reply gives back its reserved lines
         if not live:
@@ -280,7 +285,9 @@ class StatusBar(Static):
             return Content(safe_text(s.note or "no model loaded"))
         parts = [
             Content.styled(safe_text(s.pair), "bold"),
-            Content.assemble("drafter ", (s.drafter, "bold $accent"), (f" → {s.choice}" if s.choice else "", "$accent")),
+            Content.assemble(
+                "drafter ", (s.drafter, "bold $accent"), (f" → {s.choice}" if s.choice else "", "$accent")
+            ),
             Content(f"k {s.k}" if s.k else "k set by the server"),  # a server that takes no k per request
             *([Content.styled(safe_text(f"⟨{s.constraint}⟩"), "bold $spec-grammar")] if s.constraint else []),
             Content(f"temp {s.temp:g}"),
@@ -328,16 +335,23 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
     if not turns:
         return Content("\n").join(where + [Content("no replies yet")])
     last = turns[-1]
-    lines = where + [Content(f"last α {last.get('alpha', 0):.2f} · speedup {number(last.get('speedup'), '.2f', '×')}"),
-             Content(""), Content("acceptance by draft position (last reply)")]
+    lines = where + [
+        Content(f"last α {last.get('alpha', 0):.2f} · speedup {number(last.get('speedup'), '.2f', '×')}"),
+        Content(""),
+        Content("acceptance by draft position (last reply)"),
+    ]
     for i, share in enumerate(last.get("per_position_acceptance") or []):
         lines.append(Content.assemble(f"{i + 1:>3} ", (bar(share), "$spec-accepted"), f" {share * 100:3.0f}%"))
     drafted = sum(t.get("drafted", 0) for t in turns)
     accepted = sum(t.get("accepted", 0) for t in turns)
     rate = accepted / drafted * 100 if drafted else 0.0
-    lines += [Content(""), Content(f"totals: {drafted} drafted · {accepted} accepted ({rate:.0f}%)"),
-              Content(f"        {sum(t.get('tokens', 0) for t in turns)} tokens in {len(turns)} replies"),
-              Content(""), Content("time split (all replies)")]
+    lines += [
+        Content(""),
+        Content(f"totals: {drafted} drafted · {accepted} accepted ({rate:.0f}%)"),
+        Content(f"        {sum(t.get('tokens', 0) for t in turns)} tokens in {len(turns)} replies"),
+        Content(""),
+        Content("time split (all replies)"),
+    ]
     split = {k: sum(t.get(f"t_{k}", 0.0) for t in turns) for k in ("draft", "verify", "plain", "other")}
     total = sum(split.values())
     colours = {"draft": "$spec-model", "verify": "$primary", "plain": "$text-muted", "other": "$warning"}
@@ -346,7 +360,9 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
     else:
         for name, secs in split.items():
             share = secs / total
-            lines.append(Content.assemble(f"{name:>7} ", (bar(share), colours[name]), f" {share * 100:3.0f}% {secs:.2f}s"))
+            lines.append(
+                Content.assemble(f"{name:>7} ", (bar(share), colours[name]), f" {share * 100:3.0f}% {secs:.2f}s")
+            )
     timed = [t for t in turns if t.get("t_llama") is not None and t.get("t_decode")]
     if timed:  # time inside llama.cpp; what is left is specchat's (Python, drafting, bookkeeping)
         inside = sum(t["t_llama"] for t in timed) / sum(t["t_decode"] for t in timed)
@@ -414,8 +430,11 @@ class PromptInput(TextArea):
         start, end = self.selection
         room = self.MAX_CHARS - len(self.text) + len(self.get_text_range(start, end))
         if len(text) > room and not self._full:  # said once until the prompt has room again
-            self.app.notify(f"the prompt holds at most {self.MAX_CHARS:,} characters: what was typed past that "
-                            "is left out", severity="warning", timeout=10)
+            self.app.notify(
+                f"the prompt holds at most {self.MAX_CHARS:,} characters: what was typed past that is left out",
+                severity="warning",
+                timeout=10,
+            )
         self._full = len(text) > room
         if room > 0:
             self._replace_via_keyboard(text[:room], start, end)
@@ -428,8 +447,12 @@ class PromptInput(TextArea):
         if len(self.text) - len(self.get_text_range(start, end)) + len(event.text) > self.MAX_CHARS:
             event.prevent_default()
             event.stop()
-            self.app.notify(f"the paste ({len(event.text):,} characters) would make the prompt longer than the "
-                            f"{self.MAX_CHARS:,} characters it holds: nothing was pasted", severity="warning", timeout=10)
+            self.app.notify(
+                f"the paste ({len(event.text):,} characters) would make the prompt longer than the "
+                f"{self.MAX_CHARS:,} characters it holds: nothing was pasted",
+                severity="warning",
+                timeout=10,
+            )
 
     def load_text(self, text: str) -> None:
         self._typed = []  # replaced with the rest, as if they had gone in first
