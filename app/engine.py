@@ -45,7 +45,8 @@ class Turn:
     tokens: list[int] = field(default_factory=list)
     rounds: list[Round] = field(default_factory=list)
     stats: TurnStats = field(default_factory=TurnStats)
-    finish: str = ""  # "eos" | "length" | "cancelled" | "context"
+    finish: str = ""  # "eos" | "length" | "cancelled" | "context" ("cut": a server's stream ended mid-reply)
+    error: str = ""  # why a reply was cut
     dropped_turns: int = 0  # old turns dropped to fit the context
     prompt: list[int] = field(default_factory=list)
 
@@ -177,7 +178,8 @@ class Engine:
         pieces = _PieceDecoder(self.target)
         arm = _Arm(self.baseline_every)
         i = 0
-        llama_start = self.llama_clock() if self.llama_clock else None
+        clock = self.llama_clock
+        llama_start = clock() if clock else None
         t_start = time.perf_counter()
         while len(turn.tokens) < max_tokens:
             if cancel is not None and cancel.is_set():
@@ -215,7 +217,7 @@ class Engine:
             else:
                 last.target_text += pieces.flush()
         t_decode = time.perf_counter() - t_start
-        t_llama = None if llama_start is None else self.llama_clock() - llama_start
+        t_llama = None if clock is None or llama_start is None else clock() - llama_start
         turn.stats = summarize(turn.rounds, t_decode, n_prefill, t_prefill, t_llama)
         return turn
 
@@ -267,13 +269,13 @@ class Engine:
         for j, d in enumerate(draft.tokens):
             if sp.greedy:
                 t = self._argmax(j)
-                ok = t == d
+                correction = None if t == d else t
             else:
                 p = self._probs(j)
                 q = draft.q[j] if draft.q is not None else None
-                ok, t = accept_or_correct(p, d, q, self.rng)
-            if not ok:
-                return accepted, self._commit(t), self.target.is_eog(t)
+                _, correction = accept_or_correct(p, d, q, self.rng)  # a correction exactly where d is refused
+            if correction is not None:
+                return accepted, self._commit(correction), self.target.is_eog(correction)
             if self.target.is_eog(d):  # the turn ends inside the draft
                 return accepted, None, True
             accepted.append(self._commit(d))

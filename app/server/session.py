@@ -48,7 +48,6 @@ class ServerTurn(Turn):
 
     chunks: list[Chunk] = field(default_factory=list)
     timings: dict | None = None  # the server's final timings, verbatim
-    error: str = ""  # why the stream was cut, when finish == "cut"
     baseline: dict | None = None  # the baseline reply's timings and where it ran
     body: dict = field(default_factory=dict)  # the request, for a baseline of the same turn
 

@@ -6,11 +6,13 @@ the app mixes it in, so Textual finds `action_<name>` on the app.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from textual import work
+from textual.app import App
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.message import Message
 
@@ -18,6 +20,8 @@ from specchat import paths
 from specchat.checks import blank
 from specchat.drafters import NEEDS_CONSTRAINT, default_k
 from specchat.errors import SpecchatError
+from specchat.tui.conversation import Conversation
+from specchat.tui.models import ModelSource, Session
 from specchat.tui.screens import HistoryScreen, LegendScreen, PairPicker, TextPrompt
 from specchat.tui.widgets import AssistantMessage, PromptInput, StatsPanel, last_code_block
 
@@ -96,8 +100,35 @@ class SchemaBound(Message):
     warning: str = ""  # keywords the grammar ignores
 
 
-class ChatActions:
-    """What each key does. Mixed into SpecchatApp: `self` is the app."""
+class ChatActions(App):
+    """What each key does. SpecchatApp is built on it; the state the actions
+    read and the app's own steps they call are declared here, kept there."""
+
+    models: ModelSource
+    session: Session | None
+    conversation: Conversation
+    drafter: str  # the chosen drafter (the engine takes it at its next round)
+    chosen_k: int | None  # None: each drafter runs at its own k
+    generating: bool
+    binding: str  # the schema file being bound on a worker, if one is
+    editing: bool
+    show_rejected: bool
+    cancel_event: threading.Event
+
+    def _set_status(self, note: str | None = None) -> None:
+        raise NotImplementedError  # SpecchatApp: the status bar
+
+    def send(self, text: str) -> None:
+        raise NotImplementedError  # SpecchatApp: a message, or a /schema prefix
+
+    def _start(self, kind: str, text: str) -> None:
+        raise NotImplementedError  # SpecchatApp: mount the reply, start the worker
+
+    def open_pair(self, pair: str | None, drafter: str, k: int) -> None:
+        raise NotImplementedError  # SpecchatApp: load a pair on a worker
+
+    def load_conversation(self, conv_id: int) -> None:
+        raise NotImplementedError  # SpecchatApp: show a stored conversation
 
     def _busy(self) -> bool:
         if self.generating:
@@ -271,7 +302,7 @@ class ChatActions:
         if self._busy() or self.session is None:
             return
         title = "Reply as JSON matching… (a JSON schema file's path; off: free text)"
-        self.push_screen(TextPrompt(title), lambda path: path and self.set_schema(path))
+        self.push_screen(TextPrompt(title), lambda path: self.set_schema(path) if path else None)
 
     def set_schema(self, path: str, then_send: str | None = None) -> None:
         """Constrain the next replies to the JSON schema file at `path` ("off":
@@ -310,6 +341,8 @@ class ChatActions:
             return
         if msg.warning:
             self.notify(msg.warning, title="schema", severity="warning", timeout=15)
+        if self.session is None:  # the pair failed to load meanwhile
+            return
         label = self.session.status().constraint
         self.notify(f"replies must match {label}" if label else "replies are free text again", timeout=4)
         if msg.then_send is None:  # from F8: the prompt is the user's

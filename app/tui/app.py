@@ -30,11 +30,13 @@ from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
 from specchat.tui.actions import ACTIONS, ChatActions, SpecchatCommands
 from specchat.tui.conversation import Conversation
+from specchat.tui.models import Session
 from specchat.tui.screens import PullScreen
 from specchat.tui.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, RoundFeed, RoundsReady
 from specchat.tui.widgets import (
     AssistantMessage,
     PromptInput,
+    StatsLine,
     StatsPanel,
     Status,
     StatusBar,
@@ -45,12 +47,12 @@ from specchat.tui.widgets import (
 
 @dataclass
 class SessionReady(Message):
-    session: object | None  # ChatSession, or None when loading failed
+    session: Session | None  # None when loading failed
     error: str = ""
     dropped_constraint: str = ""  # why the schema set before could not hold for this pair
 
 
-class SpecchatApp(ChatActions, App):
+class SpecchatApp(ChatActions):
     """Chat with a local model and watch speculative decoding settle its bets."""
 
     TITLE = "specchat"
@@ -185,11 +187,11 @@ class SpecchatApp(ChatActions, App):
             self._set_status(note=f"no model: '{pair}' is not pulled (F4 picks or pulls a pair)")
             reason = f"specchat chats with a pair of local models; '{pair}' is not in the store yet."
 
-            def pulled(ok: bool | None) -> None:
+            def on_pulled(ok: bool | None) -> None:
                 if ok:
                     self.open_pair(pair, drafter, k)
 
-            self.push_screen(PullScreen(self.models, pair, reason), pulled)
+            self.push_screen(PullScreen(self.models, pair, reason), on_pulled)
             return
         self._set_status(note=f"loading {pair}…")
         self.load_session(pair, drafter, k)
@@ -316,6 +318,7 @@ class SpecchatApp(ChatActions, App):
     @work(thread=True, exclusive=True, group="generate", exit_on_error=False)
     def generate(self, kind: str, text: str, reply: AssistantMessage) -> None:
         session, feed = self.session, None
+        assert session is not None  # _start runs only once a pair is loaded
         self.pacer.drawing_wait = 0.0
         try:
             feed = RoundFeed(self.post_message, reply, self.pacer)
@@ -366,7 +369,7 @@ class SpecchatApp(ChatActions, App):
         err = msg.error
         text = getattr(err, "message", None) or f"{type(err).__name__}: {err}"
         msg.reply.end({"drafters": []}, "error")
-        msg.reply.query_one("StatsLine").update(Content(safe_text(f"failed: {text}")))
+        msg.reply.query_one(StatsLine).update(Content(safe_text(f"failed: {text}")))
         self.notify(text, title="generation failed", severity="error", timeout=10)
         self._finish_generation()
 

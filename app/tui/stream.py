@@ -13,11 +13,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from specchat.display import round_spans
 from specchat.stats import Round
+
+if TYPE_CHECKING:
+    from specchat.engine import Turn
+    from specchat.tui.widgets import AssistantMessage
 
 BATCH_SECONDS = 0.04  # rounds reach the UI at most this often...
 MAX_BATCH_SECONDS = 1.5  # ...and at least this often
@@ -39,7 +44,7 @@ SHOW_WAIT_SECONDS = 0.25
 
 @dataclass
 class RoundsReady(Message):
-    reply: object  # the AssistantMessage being streamed
+    reply: AssistantMessage  # the reply being streamed
     spans: list[dict]
     live_tok_s: float
     choice: str = ""  # auto's latest decision, e.g. "ngram k=6"
@@ -48,14 +53,14 @@ class RoundsReady(Message):
 
 @dataclass
 class ReplyDone(Message):
-    reply: object
-    turn: object  # specchat.engine.Turn
+    reply: AssistantMessage
+    turn: Turn
     drafters: list[str]
 
 
 @dataclass
 class ReplyFailed(Message):
-    reply: object
+    reply: AssistantMessage
     error: Exception
 
 
