@@ -93,7 +93,7 @@ def server_fields(stats: dict) -> list[tuple[str, str]]:
     if stats.get("baseline_tok_s"):
         # A baseline that reads as 0.0 tok/s, or a speedup that is not tok/s over it, cannot be true.
         given = stats.get("speedup") is not None
-        fits = not given or bool(tok_s and speedup and abs(speedup - tok_s / baseline) <= 0.01 * speedup)
+        fits = not given or bool(tok_s and speedup and baseline and abs(speedup - tok_s / baseline) <= 0.01 * speedup)
         if not (baseline and baseline >= 0.05 and fits):
             parts.append(("baseline", "the baseline's figures are inconsistent, not shown"))
         else:
@@ -106,19 +106,25 @@ def server_fields(stats: dict) -> list[tuple[str, str]]:
 
 def _figure(value: object) -> float | None:
     """A figure that can be shown: a finite number ≥ 0."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
-    return float(value) if ok else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf"):
+        return float(value)
+    return None
+
+
+def _count(value: object) -> int | None:
+    """A counter as a whole number (a bool is not one)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _server_counts(stats: dict) -> list[tuple[str, str]]:
     """α and the accepted drafts, where they can be true: 0 ≤ accepted ≤ drafted,
     and α between 1 and 1 + drafted per verify round."""
-    accepted, drafted, rounds, alpha = (stats.get(k) for k in ("accepted", "drafted", "verify_rounds", "alpha"))
-    counts = all(isinstance(n, int) and not isinstance(n, bool) for n in (accepted, drafted, rounds))
-    if not counts or not 0 <= accepted <= drafted or rounds < 0:
+    accepted, drafted, rounds = (_count(stats.get(k)) for k in ("accepted", "drafted", "verify_rounds"))
+    if accepted is None or drafted is None or rounds is None or not 0 <= accepted <= drafted or rounds < 0:
         return [("speculation", "the server's counters are inconsistent, not shown")]
     parts = []
-    if stats.get("alpha_exact") and rounds and _figure(alpha) and 1 <= alpha <= 1 + drafted / rounds:
+    alpha = _figure(stats.get("alpha"))
+    if stats.get("alpha_exact") and rounds and alpha and 1 <= alpha <= 1 + drafted / rounds:
         parts.append(("alpha", f"α {alpha:.2f}"))
     rate = accepted / drafted if drafted else 0.0
     parts.append(("accepted", f"{accepted}/{drafted} drafts accepted ({rate * 100:.0f}%, {SERVER_TOTALS})"))

@@ -130,25 +130,38 @@ def read_vocab(source: Path | str | BinaryIO, label: str | None = None) -> Vocab
             return read_vocab(stream, label or str(source))
     where = label or "the stream"
     try:
-        kv = _HeaderReader(source).tokenizer_keys()
+        return _vocab(_HeaderReader(source).tokenizer_keys())
     except (struct.error, ValueError, EOFError) as err:
         raise SpecchatError(
             f"{where} is not a readable GGUF file ({err})", hint="check the file; re-pull it if it came from the store"
         ) from None
-    model = _str(kv.get(Keys.Tokenizer.MODEL, b"no_vocab"))
-    bos, eos, add_bos = _DEFAULTS.get(VOCAB_TYPES.get(model, ""), (None, None, False))
+
+
+def _vocab(kv: dict[str, object]) -> Vocab:
+    """The tokenizer keys as llama.cpp reads them; ValueError for a key of another type."""
+    model = kv.get(Keys.Tokenizer.MODEL, b"no_vocab")
+    tokens = kv.get(Keys.Tokenizer.LIST, [])
+    if not isinstance(model, bytes):
+        raise ValueError(f"{Keys.Tokenizer.MODEL} is not a string")
+    if not isinstance(tokens, list) or not all(isinstance(t, bytes) for t in tokens):
+        raise ValueError(f"{Keys.Tokenizer.LIST} is not a list of strings")
+    name = model.decode("utf-8", errors="replace")
+    bos, eos, add_bos = _DEFAULTS.get(VOCAB_TYPES.get(name, ""), (None, None, False))
     return Vocab(
-        model=model,
-        tokens=list(kv.get(Keys.Tokenizer.LIST, [])),
-        bos=kv.get(Keys.Tokenizer.BOS_ID, bos),
-        eos=kv.get(Keys.Tokenizer.EOS_ID, eos),
+        model=name,
+        tokens=tokens,
+        bos=_token_id(kv, Keys.Tokenizer.BOS_ID, bos),
+        eos=_token_id(kv, Keys.Tokenizer.EOS_ID, eos),
         add_bos=bool(kv.get(Keys.Tokenizer.ADD_BOS, add_bos)),
         add_eos=bool(kv.get(Keys.Tokenizer.ADD_EOS, False)),
     )
 
 
-def _str(value: bytes | str) -> str:
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+def _token_id(kv: dict[str, object], key: str, default: int | None) -> int | None:
+    value = kv.get(key, default)
+    if value is not None and not isinstance(value, int):
+        raise ValueError(f"{key} is not a token id")
+    return value
 
 
 class _HeaderReader:
