@@ -140,11 +140,10 @@ class ChatSession(Dialogue):
         )
 
     def _llama_seconds(self) -> float:
-        """Seconds inside llama.cpp so far: the target's and, once loaded, the draft model's."""
-        seconds = self.target.llama_seconds
-        if self.draft_model_loaded:
-            seconds += self.drafters.get("draft").model.llama_seconds
-        return seconds
+        """Seconds inside llama.cpp so far: the target's and, once loaded, the draft model's
+        (a model that keeps no such clock adds none)."""
+        models = [self.target, self.drafters.draft_model().model] if self.draft_model_loaded else [self.target]
+        return sum((m.llama_seconds or 0.0 for m in models), 0.0)
 
     # --- knobs, safe from any thread -----------------------------------------
 
@@ -174,7 +173,7 @@ class ChatSession(Dialogue):
     @property
     def constraint_spec(self) -> GrammarSpec | None:
         """What replies must match (None: free text), to carry over to another pair."""
-        return self.constraint.grammar.spec if self.constraint.on else None
+        return self.constraint.grammar.spec if self.constraint.grammar is not None else None
 
     @property
     def constraint_label(self) -> str:
@@ -201,7 +200,7 @@ class ChatSession(Dialogue):
     @property
     def draft_model_loaded(self) -> bool:
         try:
-            return self.drafters.get("draft").loaded
+            return self.drafters.draft_model().loaded
         except SpecchatError:
             return False  # this pair has no draft model
 

@@ -33,6 +33,7 @@ class GrammarState(Protocol):
 
     def clone(self) -> GrammarState: ...
     def accept(self, t: int) -> None: ...
+    def allowed(self, ids: np.ndarray) -> np.ndarray: ...  # which of the token ids it takes next
     def mask(self, logits: np.ndarray) -> np.ndarray: ...
     def argmax(self, logits: np.ndarray) -> int: ...
     def forced_text(self) -> tuple[bytes, bool]: ...
@@ -92,9 +93,11 @@ class Constraint:
     # --- the engine's side ---
 
     def argmax(self, logits: np.ndarray) -> int:
+        assert self.state is not None  # the engine asks only while on, after begin
         return self.state.argmax(logits)
 
     def mask(self, logits: np.ndarray) -> np.ndarray:
+        assert self.state is not None  # the engine asks only while on, after begin
         return self.state.mask(logits)
 
     def commit(self, t: int, piece: bytes, eog: bool) -> None:
@@ -129,6 +132,7 @@ class Constraint:
         (and the end of the reply, where that is all it allows)."""
         if self.state is None or k <= 0:
             return []
+        assert self.grammar is not None  # a state comes from the grammar's start
         if not self._probed:
             self._ahead, self._ahead_ends = self.state.forced_text()
             self._probed = True

@@ -127,6 +127,7 @@ class AutoDrafter(Drafter):
         _, source, length, acc, candidate = best
         if source in ("ngram", "grammar"):
             return self._decide(f"{source} k={length}", acc, Draft(candidate[:length], source=source))
+        assert self.model is not None  # _options offers a draft only from a loaded model
         draft = self.model.propose(context, length)
         self._measure_draft(self.model.seconds_per_token)
         return self._decide(f"draft k={length}", acc, draft)

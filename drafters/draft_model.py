@@ -76,7 +76,7 @@ class DraftModelDrafter(Drafter):
         # a sampled draft ends before a token the grammar refuses.
         g = self.constraint.state_after(pending) if self.constraint is not None and self.constraint.on else None
         tokens: list[int] = []
-        qs: list[np.ndarray] | None = None if self.sampling.greedy else []
+        qs: list[np.ndarray | None] = []  # one row per sampled token; none when greedy (q is one-hot)
         for i in range(k):
             if self.sampling.greedy:
                 t = m.argmax(0) if g is None else g.argmax(m.logits(0))
@@ -95,7 +95,7 @@ class DraftModelDrafter(Drafter):
                 m.eval([t], n_logits=1)
         if tokens:
             self.seconds_per_token = (time.perf_counter() - t0) / len(tokens)
-        return Draft(tokens=tokens, q=qs, source=self.name)
+        return Draft(tokens=tokens, q=None if self.sampling.greedy else qs, source=self.name)
 
     def catch_up_cost(self, context: Sequence[int]) -> float:
         """Estimated seconds to feed the tokens the model has not seen yet."""

@@ -9,8 +9,12 @@ the grammar forced), so the UI can colour their accepted tokens apart.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, NgramPart
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class HybridDrafter(Drafter):
@@ -26,7 +30,7 @@ class HybridDrafter(Drafter):
 
     def propose(self, context: Sequence[int], k: int) -> Draft:
         forced = self.grammar.propose(context, k) if self.grammar is not None else Draft()
-        if not forced.tokens:
+        if self.grammar is None or not forced.tokens:
             draft = self.ngram.propose(context, k)
             return draft if draft.tokens else self.model.propose(context, k)
         if len(forced) >= k or self.grammar.constraint.ends:
@@ -36,7 +40,8 @@ class HybridDrafter(Drafter):
         if not after.tokens:
             after = self.model.propose(list(context) + forced.tokens, rest, pending=forced.tokens)
         # A forced token is certain: its q is one-hot, which None says (see Draft).
-        q = None if after.q is None else [None] * len(forced) + after.q
+        certain: list[np.ndarray | None] = [None] * len(forced)
+        q = None if after.q is None else certain + after.q
         return Draft(forced.tokens + after.tokens, q, source=after.source, forced=len(forced))
 
     def settle(self, draft: Draft, n_accepted: int) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from specchat.costmodel import CostModel
 from specchat.drafters import NAMES
@@ -19,6 +19,8 @@ from specchat.sampling import SamplingParams
 
 if TYPE_CHECKING:
     from specchat.engine import TargetModel
+
+D = TypeVar("D", bound=Drafter)
 
 
 class Drafters:
@@ -46,6 +48,21 @@ class Drafters:
             self._made[name] = self._make(name)
         return self._made[name]
 
+    def draft_model(self) -> DraftModelDrafter:
+        """The draft model's drafter (a SpecchatError where there is no draft model)."""
+        return self._get("draft", DraftModelDrafter)
+
+    def _ngram(self) -> NgramDrafter:
+        return self._get("ngram", NgramDrafter)
+
+    def _grammar(self) -> GrammarDrafter:
+        return self._get("grammar", GrammarDrafter)
+
+    def _get(self, name: str, kind: type[D]) -> D:
+        drafter = self.get(name)
+        assert isinstance(drafter, kind)  # _make builds each name's own class
+        return drafter
+
     def _make(self, name: str) -> Drafter:
         if name == "off":
             return Drafter()
@@ -54,13 +71,13 @@ class Drafters:
         if name == "grammar":
             return GrammarDrafter(self.constraint)
         if name == "auto":
-            model = self.get("draft") if self.load_draft_model else None
-            return AutoDrafter(self.get("ngram"), model, self.costs, self.draft_cost_prior, self.get("grammar"))
+            model = self.draft_model() if self.load_draft_model else None
+            return AutoDrafter(self._ngram(), model, self.costs, self.draft_cost_prior, self._grammar())
         if self.load_draft_model is None:
             raise SpecchatError(f"drafter {name!r} needs a draft model", hint="pass --draft GGUF or use a --pair")
         if name == "draft":
             return DraftModelDrafter(self.load_draft_model, self.sampling, self.constraint)
-        return HybridDrafter(self.get("ngram"), self.get("draft"), self.get("grammar"))
+        return HybridDrafter(self._ngram(), self.draft_model(), self._grammar())
 
     def close(self) -> None:
         for d in self._made.values():
