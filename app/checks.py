@@ -59,7 +59,10 @@ def constraint(json_schema: str | None, grammar: str | None, server: str | None 
         )
     from specchat.schema import load_gbnf, load_schema
 
-    return load_schema(json_schema) if json_schema is not None else load_gbnf(grammar)
+    if json_schema is not None:
+        return load_schema(json_schema)
+    assert grammar is not None  # one of the two, as checked above
+    return load_gbnf(grammar)
 
 
 def temperature(value: float, flag: str = "--temp") -> float:

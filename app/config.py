@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +53,7 @@ class Loaded:
     path: Path
 
 
-_TYPES = {
+_TYPES: dict[str, type | tuple[type, ...]] = {
     "pair": str,
     "drafter": str,
     "k": int,
@@ -98,7 +99,7 @@ def _read(path: Path) -> str:
 
 
 # The range of each number, from the one owner of each rule (checks.py).
-_RANGES = {
+_RANGES: dict[str, Callable[..., object]] = {
     "k": checks.k,
     "temperature": checks.temperature,
     "threads": checks.threads,
@@ -114,7 +115,7 @@ def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
         where = f"{path}, line {_line_of(text, key)}"
         if key not in _TYPES:
             errors.append(f"{where}: unknown setting {key!r}; ignored")
-        elif not isinstance(value, _TYPES[key]) or isinstance(value, bool):
+        elif not _has_type(key, value):
             errors.append(f"{where}: {key} should be {_type_name(key)}, not {value!r}; using {_default(s, key)}")
         elif key == "keymap" and not all(isinstance(v, str) for v in value.values()):
             errors.append(f'{where}: keymap values should be key strings like "ctrl+d"; ignored')
@@ -123,6 +124,10 @@ def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
         else:
             setattr(s, key, float(value) if key == "temperature" else value)
     return s, errors
+
+
+def _has_type(key: str, value: object) -> bool:
+    return isinstance(value, _TYPES[key]) and not isinstance(value, bool)
 
 
 def _default(s: Settings, key: str) -> str:
@@ -142,7 +147,8 @@ def _out_of_range(key: str, value) -> str | None:
 
 def _type_name(key: str) -> str:
     t = _TYPES[key]
-    return {str: "a string", int: "a whole number", dict: "a table"}.get(t, "a number")
+    names: dict[type | tuple[type, ...], str] = {str: "a string", int: "a whole number", dict: "a table"}
+    return names.get(t, "a number")
 
 
 def _line_of(text: str, key: str) -> int:

@@ -49,7 +49,7 @@ def interpolate(points: dict[int, float], n: float, known: list[int] | None = No
     if not known:
         return float(n)  # no data: assume the CPU worst case, linear
     if n in points:
-        return points[n]
+        return points[int(n)]  # n equals a key, so int(n) is that key
     if len(known) == 1:
         return points[known[0]] * n / known[0]
     if n < known[0]:

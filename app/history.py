@@ -127,7 +127,8 @@ class History:
                 "INSERT INTO conversations (title, pair, created, updated) VALUES (?, ?, ?, ?)",
                 (title, pair, now, now),
             )
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None  # an INSERT sets it
+        return cur.lastrowid
 
     def list(self) -> list[Conversation]:
         """Every conversation, most recently updated first (messages not loaded)."""
@@ -196,7 +197,7 @@ def to_markdown(conv: Conversation) -> str:
     out = [f"# {conv.title}", ""]
     if conv.pair:
         out += [f"Pair: `{conv.pair}`", ""]
-    rows = []
+    rows: list[str] = []
     for msg in conv.messages:
         if msg.problem:
             out += ["## Unreadable message", "", msg.marker, ""]

@@ -312,7 +312,7 @@ def ignored_keywords(schema: dict) -> tuple[str, ...]:
         if not isinstance(ref, str) or not ref.startswith("#") or ref in followed:
             return None
         followed.add(ref)
-        target = schema
+        target: object = schema
         for part in ref.split("#")[-1].split("/")[1:]:
             target = target.get(part) if isinstance(target, dict) else None
         return target

@@ -150,7 +150,7 @@ DEFAULT_THEME = DARK.name
 
 _THEME_FIELDS = {f.name for f in fields(Theme)}
 # What each key of a theme file must hold; every other key is a colour.
-_KINDS = {
+_KINDS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "name": (str, "a string"),
     "dark": (bool, "true or false"),
     "ansi": (bool, "true or false"),
@@ -214,7 +214,7 @@ def _check(key: str, value) -> None:
     kind, what = _KINDS.get(key, (str, "a colour"))
     if key not in _KINDS:
         _value(key, value, "colour")
-    elif not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    elif not _is(value, kind):
         raise ValueError(f"{key} should be {what}, not {value!r}")
     elif key == "name" and not (len(value) <= 64 and _NAME.fullmatch(value)):
         raise ValueError(f"name = {value!r} is not a theme name (letters, digits, spaces and - _ . +)")
@@ -226,6 +226,11 @@ def _check(key: str, value) -> None:
             if name not in forms:
                 raise ValueError(f"unknown variable {name!r}")
             _value(f"variables.{name}", held, forms[name])
+
+
+def _is(value: object, kind: type | tuple[type, ...]) -> bool:
+    """isinstance, where true and false are no numbers."""
+    return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
 
 
 def _value(key: str, value, default_form: str) -> None:
@@ -252,14 +257,17 @@ def _form(value) -> str | None:
 
 
 @cache
-def _variable_forms() -> dict[str, str | None]:
-    """Every theme variable specchat or Textual knows, and the form of its default."""
-    return {name: _form(value) for name, value in {**DARK.to_color_system().generate(), **SPEC_DEFAULTS}.items()}
+def _variable_forms() -> dict[str, str]:
+    """Every theme variable specchat or Textual knows, and the form of its default
+    (each default has one of the forms _form reads)."""
+    defaults = {**DARK.to_color_system().generate(), **SPEC_DEFAULTS}
+    return {name: form for name, value in defaults.items() if (form := _form(value)) is not None}
 
 
 def load_user_themes(folder: Path) -> tuple[list[Theme], list[str]]:
     """Themes from `folder/*.toml`, and one error line per file that failed."""
-    themes, errors = [], []
+    themes: list[Theme] = []
+    errors: list[str] = []
     if not folder.is_dir():
         return themes, errors
     for path in sorted(folder.glob("*.toml")):

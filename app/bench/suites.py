@@ -10,6 +10,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from specchat.errors import SpecchatError
@@ -38,7 +39,8 @@ def load_suite(name: str) -> Suite:
         path = Path(name).expanduser()
         if not path.is_file():
             raise SpecchatError(f"no suite file at {path}", hint="pass a suite name or the path of a .toml file")
-        text, folder = path.read_text("utf-8"), path.parent
+        folder: Traversable = path.parent
+        text = path.read_text("utf-8")
     elif name in SUITES:
         folder = resources.files("specchat.bench").joinpath("suites")
         text = folder.joinpath(f"{name}.toml").read_text("utf-8")
@@ -53,5 +55,5 @@ def load_suite(name: str) -> Suite:
     return Suite(data.get("name", Path(name).stem), prompts, data.get("description", ""))
 
 
-def _schema(folder, name: str | None) -> GrammarSpec | None:
+def _schema(folder: Traversable, name: str | None) -> GrammarSpec | None:
     return None if name is None else load_schema(str(folder.joinpath(name)))

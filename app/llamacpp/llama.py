@@ -22,11 +22,15 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import llama_cpp as C
 import numpy as np
 
 from specchat.errors import SpecchatError
+
+if TYPE_CHECKING:
+    from specchat.llamacpp.template import ChatTemplate
 
 _log_lines: list[str] = []  # llama.cpp's chatter, kept for --verbose and errors
 _load_log: list[str] | None = None  # every line while a model loads (it says where the layers went)
@@ -96,7 +100,8 @@ class Model:
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = 999 if n_gpu_layers < 0 else n_gpu_layers
         global _load_log
-        _load_log = load_log = []
+        load_log: list[str] = []
+        _load_log = load_log
         try:
             self.model = C.llama_model_load_from_file(str(self.path).encode(), mp)
         finally:
@@ -142,7 +147,7 @@ class Model:
         self.device["argmax"] = argmax_where(self.device)
         self.tokens_only = False  # callers read only argmax(), not logits()
         self._greedy: int | None = None  # the greedy sampler chain (a pointer), while attached
-        self._template = None  # the chat template (template.ChatTemplate), compiled on first use
+        self._template: ChatTemplate | None = None  # the chat template (template.ChatTemplate), compiled on first use
         self._warm_up()
 
     def _warm_up(self) -> bool:

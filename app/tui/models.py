@@ -148,7 +148,8 @@ class Models:
         from specchat.store.files import pair_status
 
         entry = pair_status(name)[0]
-        done, total = 0, 0
+        done = 0
+        total: int | None = 0
         files = [entry["target"]] if entry["same_file"] else [entry["target"], entry["draft"]]
         for f in files:
             size = f.get("size")

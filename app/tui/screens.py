@@ -4,6 +4,7 @@ offer with its progress, and a one-line text prompt."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -14,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
-from specchat.history import Conversation
+from specchat.history import Conversation, History
 from specchat.textsafe import safe_text
 
 
@@ -98,7 +99,7 @@ class HistoryScreen(ModalScreen[int | None]):
         Binding("e", "export", "Export Markdown"),
     ]
 
-    def __init__(self, history, export_dir) -> None:
+    def __init__(self, history: History, export_dir: Path) -> None:
         super().__init__()
         self.history, self.export_dir = history, export_dir
 
@@ -123,11 +124,11 @@ class HistoryScreen(ModalScreen[int | None]):
         ol = self.query_one(OptionList)
         if ol.highlighted is None:
             return None
-        return int(ol.get_option_at_index(ol.highlighted).id)
+        return _conversation_id(ol.get_option_at_index(ol.highlighted))
 
     @on(OptionList.OptionSelected)
     def open(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(int(event.option.id))
+        self.dismiss(_conversation_id(event.option))
 
     def action_rename(self) -> None:
         conv_id = self._selected()
@@ -160,6 +161,11 @@ class HistoryScreen(ModalScreen[int | None]):
             self.notify(f"cannot export to {path}: {err.strerror or err}", severity="error")
             return
         self.notify(f"exported to {path}")
+
+
+def _conversation_id(option: Option) -> int:
+    assert option.id is not None  # refresh_list gives each option its conversation's id
+    return int(option.id)
 
 
 def conversation_line(c: Conversation) -> Content:

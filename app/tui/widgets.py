@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import cast
 
 from textual import events
 from textual.containers import Vertical
 from textual.content import Content
+from textual.css.styles import RulesMap
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Markdown, Sparkline, Static, TextArea
@@ -156,7 +158,8 @@ class ReplyChunk(Static):
                 self.reserved, self.styles.min_height = 0, None
             self.update(content)
             return
-        height = content.get_height(self.styles, width)
+        # A widget's styles are the rules get_height reads (Textual's own OptionList casts them the same way).
+        height = content.get_height(cast(RulesMap, self.styles), width)
         if height <= self.reserved:
             self.update(content, layout=False)
             return
@@ -240,7 +243,7 @@ class AssistantMessage(Vertical):
             body.mount_all(ReplyChunk(spans_content(c, self.show_rejected)) for c in self.chunks[len(widgets) :])
         else:
             widgets[-1].show(self._live, live)  # an ended reply gives back its reserved lines
-        if not live:
+        if self.stats is not None:  # the reply ended
             self.query_one(StatsLine).update(stats_content(self.stats, self.finish))
 
     def set_show_rejected(self, show: bool) -> None:
