@@ -136,12 +136,23 @@ def pull(
         _fail(err)
 
 
-@app.command()
+models_app = typer.Typer(
+    help="List catalog pairs, what is pulled, and local pairs; add and find local GGUF files.",
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback()
 def models(
+    ctx: typer.Context,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
     verify: bool = typer.Option(False, "--verify", help="Re-hash every pulled file and say which match their sha256."),
 ) -> None:
-    """List catalog pairs and what is pulled."""
+    """List catalog pairs, what is pulled, and local pairs."""
+    if ctx.invoked_subcommand is not None:
+        return
     from specchat.store.inventory import show_models, verify_models
 
     try:
@@ -150,6 +161,24 @@ def models(
         show_models(json_out)
     except SpecchatError as err:
         _fail(err)
+
+
+@models_app.command("add")
+def models_add(
+    name: str = typer.Argument(..., help="The local pair's name."),
+    target: str = typer.Option(..., "--target", help="Target GGUF path."),
+    draft: str | None = typer.Option(None, "--draft", help="Draft GGUF path (none: off, ngram, grammar, auto)."),
+) -> None:
+    """Register GGUF files you already have as a pair, by reference (nothing is copied)."""
+    from specchat.store.local import add
+    from specchat.textsafe import safe_text
+
+    try:
+        pair = add(name, target, draft, on_file=lambda p: typer.echo(safe_text(f"hashing {p}"), err=True))
+    except SpecchatError as err:
+        _fail(err)
+    what = "draft and target share a tokenizer (llama.cpp's rule)" if pair.draft else "no draft model"
+    typer.echo(safe_text(f"added local pair {pair.name}: {what}; chat with `specchat --pair {pair.name}`"))
 
 
 @app.command()

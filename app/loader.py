@@ -17,7 +17,8 @@ from specchat.sampling import SamplingParams
 
 
 def pair_files(pair: str | None, target: str | None, draft: str | None) -> tuple[str, Path, Path | None]:
-    """(pair label, target path, draft path or None)."""
+    """(pair label, target path, draft path or None): files given by path,
+    a local pair (`specchat models add`), or a pulled pair."""
     if target:
         t = Path(target).expanduser()
         d = Path(draft).expanduser() if draft else None
@@ -27,9 +28,13 @@ def pair_files(pair: str | None, target: str | None, draft: str | None) -> tuple
         return t.stem, t, d
     if draft:
         raise SpecchatError("--draft needs --target", hint="or use --pair NAME")
+    from specchat.store import local
     from specchat.store.files import default_pair_name, resolve_pair
 
     name = pair or default_pair_name()
+    mine = local.get(name)
+    if mine is not None:  # files the user registered with `specchat models add`
+        return (name, *local.resolve(mine))
     t, d = resolve_pair(name)
     return name, Path(t), Path(d)
 
@@ -56,6 +61,11 @@ def open_session(
 
     llama.set_verbose(verbose)
     label, t_path, d_path = pair_files(pair, target, draft)
+    if d_path is None and drafter in ("draft", "hybrid"):
+        raise SpecchatError(
+            f"pair '{label}' has no draft model, so the {drafter} drafter cannot run on it",
+            hint="use --drafter auto, ngram, grammar or off, or give the pair a draft (--draft PATH)",
+        )
     if d_path is not None and d_path != t_path:
         from specchat.store.compat import check_pair
 

@@ -138,10 +138,16 @@ def parse_ref(text: str) -> ModelFile:
     return _model_file({"repo": repo, "filename": filename, "revision": revision or "main"}, text)
 
 
-def save_custom_pair(name: str, target: ModelFile, draft: ModelFile, description: str = "") -> Path:
-    """Add or replace a custom pair in pairs.toml, keeping the user's comments."""
+def check_name(name: str) -> str:
+    """A pair name the user gives: letters, digits, '.', '-' and '_'."""
     if not _NAME.fullmatch(name):
         raise SpecchatError(f"'{name}' is not a usable pair name", hint="use letters, digits, '.', '-' and '_'")
+    return name
+
+
+def save_custom_pair(name: str, target: ModelFile, draft: ModelFile, description: str = "") -> Path:
+    """Add or replace a custom pair in pairs.toml, keeping the user's comments."""
+    check_name(name)
     path = custom_pairs_path()
     doc = tomlkit.parse(path.read_text("utf-8")) if path.is_file() else tomlkit.document()
     pairs = doc.setdefault("pairs", tomlkit.table())

@@ -1,6 +1,7 @@
 """What the model store holds: `specchat models` (every pair, what is
-pulled, sizes, paths, verified state; `--verify` hashes every file again)
-and `specchat rm` (delete what no other pulled pair needs).
+pulled, sizes, paths, verified state; `--verify` hashes every file again;
+the local pairs `models add` registered, with their paths) and `specchat rm`
+(delete what no other pulled pair needs; forget a local pair, never its files).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from rich.console import Console
 
 from specchat.errors import SpecchatError
 from specchat.store import files as store
+from specchat.store import local
 from specchat.store.catalog import ModelFile, load_catalog
 from specchat.store.pull import UI
 from specchat.textsafe import safe_json, safe_text
@@ -54,12 +56,45 @@ def show_models(json_out: bool) -> None:
     """`specchat models`: every pair, what is pulled, sizes, paths, state."""
     pairs = store.pair_status()
     root = store.store_root()
+    mine = [local_status(p) for p in local.load().values()]
     if json_out:
-        print(safe_json({"store": str(root), "default": store.default_pair_name(), "pairs": pairs}, indent=2))
+        data = {"store": str(root), "default": store.default_pair_name(), "pairs": pairs, "local": mine}
+        print(safe_json(data, indent=2))
         return
     print(safe_text(f"model store: {root}"))
     for p in pairs:  # a custom pair's description or file name is the user's text
         print(safe_text(_pair_lines(p)))
+    for entry in mine:
+        print(safe_text(_local_lines(entry)))
+
+
+def local_status(pair: local.LocalPair) -> dict:
+    """A local pair and the state of each of its files, for `specchat models`."""
+    files = {role: {**f.as_dict(), "state": local.state(f)} for role, f in pair.files()}
+    return {
+        "name": pair.name,
+        "ready": all(f["state"] == "ok" for f in files.values()),
+        "target": files["target"],
+        "draft": files.get("draft"),
+        "add_command": pair.add_command(),
+    }
+
+
+_LOCAL_STATE = {"ok": "unchanged since added", "missing": "MISSING", "changed": "CHANGED since added"}
+
+
+def _local_lines(p: dict) -> str:
+    lines = [f"  {p['name']} (local): {'ready' if p['ready'] else 'not usable'}"]
+    for role in ("target", "draft"):
+        f = p[role]
+        if f is None:
+            lines.append("    draft   none: off, ngram, grammar and auto work on it")
+            continue
+        state = _LOCAL_STATE[f["state"]]
+        if f["state"] != "ok":
+            state += f"; fix: {p['add_command']}"
+        lines += [f"    {role:<7} {filesize.decimal(f['size']):>9}  local, {state}", f"{'':>21}{f['path']}"]
+    return "\n".join(lines)
 
 
 def _pair_lines(p: dict) -> str:
@@ -97,7 +132,16 @@ def _file_lines(role: str, f: dict, pair: str) -> list[str]:
 
 
 def run_rm(names: list[str]) -> None:
-    """`specchat rm PAIR...`: delete their files unless a pulled pair not named uses them."""
+    """`specchat rm PAIR...`: delete their files unless a pulled pair not named uses them;
+    forget the local pairs named, keeping their files."""
+    mine = local.load()
+    for name in [n for n in dict.fromkeys(names) if n in mine]:
+        pair = local.remove(name)
+        kept = ", ".join(str(f.path) for _, f in pair.files())
+        print(safe_text(f"forgot local pair {name}; its files stay where they are: {kept}"))
+    names = [n for n in names if n not in mine]
+    if not names:
+        return
     try:
         result = store.remove_pairs(names)
     except OSError as err:
