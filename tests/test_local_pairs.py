@@ -96,8 +96,19 @@ def test_a_pair_of_one_family_is_added_and_listed_with_its_paths(specchat_home, 
     (entry,) = data["local"]
     assert entry["name"] == "coder" and entry["ready"] is True
     assert entry["target"]["path"] == str(target) and entry["target"]["size"] == 1_117_320_768
-    assert entry["draft"]["state"] == "ok" and entry["draft"]["size"] == 491_400_064
+    assert entry["draft"]["state"] == "verified" and entry["draft"]["size"] == 491_400_064
+    assert entry["local"] is True and all(not p["local"] for p in data["pairs"])
     assert local.resolve(local.get("coder")) == (target, draft)  # what --pair coder opens
+
+    from specchat.store.files import known_pair
+    from specchat.tui.models import Models
+
+    known_pair("coder")  # the chat's --pair check takes it
+    chat = Models()
+    assert chat.is_pulled("coder")
+    (info,) = [p for p in chat.pairs() if p.name == "coder"]
+    assert info.pulled and info.size == 1_117_320_768 + 491_400_064
+    assert info.description == f"local: {target.name} drafted by {draft.name}"
 
 
 @pytest.mark.real

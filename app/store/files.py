@@ -42,11 +42,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from specchat import paths
 from specchat.errors import SpecchatError
 from specchat.store.catalog import Catalog, ModelFile, Pair, load_catalog
+
+if TYPE_CHECKING:
+    from specchat.store.local import LocalPair
 
 try:  # file locks are POSIX-only; elsewhere concurrent pulls are not guarded
     import fcntl as _fcntl
@@ -489,11 +492,61 @@ def file_state(f: ModelFile, root: Path | None = None) -> dict:
     }
 
 
+def known_pair(name: str) -> None:
+    """The catalog's one-line error unless `name` is a catalog pair or a local one."""
+    from specchat.store import local
+
+    if local.get(name) is None:
+        load_catalog().get(name)
+
+
 def pair_status(name: str | None = None, root: Path | None = None) -> list[dict]:
-    """Every catalog pair (or just `name`) with what the store holds of it."""
+    """Every catalog pair (or just `name`) with what the store holds of it,
+    then the local pairs (`specchat models add`), marked "local"."""
+    from specchat.store import local
+
+    mine = local.load()
+    if name and name in mine:
+        return [local_entry(mine[name])]
     catalog = load_catalog()
     pairs = [catalog.get(name)] if name else list(catalog.pairs.values())
-    return [_pair_entry(pair, catalog, root) for pair in pairs]
+    entries = [_pair_entry(pair, catalog, root) for pair in pairs]
+    return entries if name else entries + [local_entry(p) for p in mine.values()]
+
+
+_LOCAL_STATE = {"ok": "verified", "changed": "damaged", "missing": "missing"}
+
+
+def local_entry(pair: LocalPair) -> dict:
+    """A local pair in pair_status's shape; a target alone is its own draft there ("same_file")."""
+    from specchat.store import local
+
+    files = {
+        role: {
+            "path": str(f.path),
+            "filename": f.path.name,
+            "state": _LOCAL_STATE[local.state(f)],
+            "size": f.size,
+            "sha256": f.sha256,
+            "source": "local",
+            "partial_bytes": None,
+        }
+        for role, f in pair.files()
+    }
+    about = f"local: {pair.target.path.name}" + (f" drafted by {pair.draft.path.name}" if pair.draft else "")
+    return {
+        "name": pair.name,
+        "default": False,
+        "description": about,
+        "note": "",
+        "custom": False,
+        "local": True,
+        "same_file": pair.draft is None,
+        "ready": all(f["state"] == "verified" for f in files.values()),
+        "target": files["target"],
+        "draft": files.get("draft", files["target"]),
+        "add_command": pair.add_command(),
+    }
 
 
 def _pair_entry(pair: Pair, catalog: Catalog, root: Path | None) -> dict:
@@ -504,6 +557,7 @@ def _pair_entry(pair: Pair, catalog: Catalog, root: Path | None) -> dict:
         "description": pair.description,
         "note": pair.note,
         "custom": pair.custom,
+        "local": False,
         "same_file": pair.same_file,
         "ready": all(f["state"] == "verified" for f in files.values()),
         "target": files["target"],

@@ -54,9 +54,10 @@ def verify_models(console: Console | None = None) -> int:
 
 def show_models(json_out: bool) -> None:
     """`specchat models`: every pair, what is pulled, sizes, paths, state."""
-    pairs = store.pair_status()
+    everything = store.pair_status()
+    pairs = [p for p in everything if not p["local"]]
+    mine = [p for p in everything if p["local"]]
     root = store.store_root()
-    mine = [local_status(p) for p in local.load().values()]
     if json_out:
         data = {"store": str(root), "default": store.default_pair_name(), "pairs": pairs, "local": mine}
         print(safe_json(data, indent=2))
@@ -68,30 +69,18 @@ def show_models(json_out: bool) -> None:
         print(safe_text(_local_lines(entry)))
 
 
-def local_status(pair: local.LocalPair) -> dict:
-    """A local pair and the state of each of its files, for `specchat models`."""
-    files = {role: {**f.as_dict(), "state": local.state(f)} for role, f in pair.files()}
-    return {
-        "name": pair.name,
-        "ready": all(f["state"] == "ok" for f in files.values()),
-        "target": files["target"],
-        "draft": files.get("draft"),
-        "add_command": pair.add_command(),
-    }
-
-
-_LOCAL_STATE = {"ok": "unchanged since added", "missing": "MISSING", "changed": "CHANGED since added"}
+_LOCAL_STATE = {"verified": "unchanged since added", "missing": "MISSING", "damaged": "CHANGED since added"}
 
 
 def _local_lines(p: dict) -> str:
     lines = [f"  {p['name']} (local): {'ready' if p['ready'] else 'not usable'}"]
     for role in ("target", "draft"):
         f = p[role]
-        if f is None:
+        if role == "draft" and p["same_file"]:
             lines.append("    draft   none: off, ngram, grammar and auto work on it")
             continue
         state = _LOCAL_STATE[f["state"]]
-        if f["state"] != "ok":
+        if f["state"] != "verified":
             state += f"; fix: {p['add_command']}"
         lines += [f"    {role:<7} {filesize.decimal(f['size']):>9}  local, {state}", f"{'':>21}{f['path']}"]
     return "\n".join(lines)

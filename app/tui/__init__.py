@@ -18,7 +18,7 @@ def run_chat(
     from specchat import checks
     from specchat.config import read_settings
     from specchat.history import open_history
-    from specchat.store.catalog import load_catalog
+    from specchat.store.files import known_pair
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models, chat_models
 
@@ -33,7 +33,7 @@ def run_chat(
     if k is not None:
         checks.k(k)
     if pair is not None:
-        load_catalog().get(pair)  # an unknown --pair is one line, before the app starts
+        known_pair(pair)  # an unknown --pair is one line, before the app starts
     if server_models is not None:
         pair = server_models.default_pair()
     history, note = open_history()
