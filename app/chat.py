@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from specchat.costmodel import CostModel, warmup_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES
@@ -44,9 +45,13 @@ class SessionStatus:
     constraint: str = ""  # what replies must match: "JSON · person.json"; "" for free text
 
 
-class Dialogue:
+TurnT = TypeVar("TurnT", bound=Turn)
+
+
+class Dialogue(Generic[TurnT]):
     """The conversation's messages and the turns that extend it, the same for
-    a local session and a server's: a subclass generates (`_generate`)."""
+    a local session and a server's: a subclass generates (`_generate`) its
+    kind of Turn."""
 
     def __init__(self) -> None:
         self._messages: list[dict] = []  # {"role", "content"}, system excluded
@@ -75,7 +80,7 @@ class Dialogue:
         on_round: Callable[[Round], None] | None = None,
         cancel: threading.Event | None = None,
         on_idle: Callable[[], None] | None = None,
-    ) -> Turn:
+    ) -> TurnT:
         """Add a user message and generate the assistant's reply: each round
         goes to on_round as it is decoded; `cancel` stops the turn; on_idle
         is called while the source is silent (a server's stream; a local
@@ -83,7 +88,7 @@ class Dialogue:
         self._messages.append({"role": "user", "content": user_text})
         return self._generate(on_round, cancel, on_idle)
 
-    def regenerate(self, on_round=None, cancel=None, on_idle=None) -> Turn:
+    def regenerate(self, on_round=None, cancel=None, on_idle=None) -> TurnT:
         """Drop the last reply and generate it again."""
         if self._messages and self._messages[-1]["role"] == "assistant":
             self._messages.pop()
@@ -91,7 +96,7 @@ class Dialogue:
             raise SpecchatError("nothing to regenerate", hint="send a message first")
         return self._generate(on_round, cancel, on_idle)
 
-    def edit_last(self, user_text: str, on_round=None, cancel=None, on_idle=None) -> Turn:
+    def edit_last(self, user_text: str, on_round=None, cancel=None, on_idle=None) -> TurnT:
         """Replace the last user message (and its reply) and generate again."""
         while self._messages and self._messages[-1]["role"] == "assistant":
             self._messages.pop()
@@ -99,11 +104,11 @@ class Dialogue:
             self._messages.pop()
         return self.reply(user_text, on_round, cancel, on_idle)
 
-    def _generate(self, on_round, cancel, on_idle) -> Turn:
+    def _generate(self, on_round, cancel, on_idle) -> TurnT:
         raise NotImplementedError
 
 
-class ChatSession(Dialogue):
+class ChatSession(Dialogue[Turn]):
     def __init__(
         self,
         target: TargetModel,

@@ -308,7 +308,7 @@ def run(
                     code=2,
                     hint="--baseline decodes the turn again with speculation off and compares the text",
                 )
-            session = open_server_session(
+            server_session = open_server_session(
                 server,
                 pair=pair,
                 target=target,
@@ -324,9 +324,9 @@ def run(
                 baseline_server=baseline_server,
             )
             try:
-                raise typer.Exit(run_on_server(session, prompt, json_out=json_out, baseline=baseline))
+                raise typer.Exit(run_on_server(server_session, prompt, json_out=json_out, baseline=baseline))
             finally:
-                session.close()
+                server_session.close()
         checks.drafter(drafter, constrained=constraint is not None)
         session = open_session(
             pair,

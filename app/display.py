@@ -5,10 +5,30 @@ history; the colours themselves are the themes'."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from specchat.stats import Round
 
 
-def round_spans(r: Round) -> list[dict]:
+class RoundText(Protocol):
+    """What the spans of a round are made of: a stats.Round, or a server's
+    counts.Chunk, which reads like one."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def drafter(self) -> str: ...
+    @property
+    def forced_text(self) -> str: ...
+    @property
+    def accepted_text(self) -> str: ...
+    @property
+    def rejected_text(self) -> str: ...
+    @property
+    def target_text(self) -> str: ...
+
+
+def round_spans(r: RoundText) -> list[dict]:
     """One round as coloured spans: accepted drafts, rejected drafts, then the
     target's token. In hybrid mode the source reads hybrid:ngram / hybrid:draft."""
     source = f"hybrid:{r.drafter}" if r.mode == "hybrid" else r.drafter

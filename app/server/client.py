@@ -20,8 +20,9 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from typing import Literal, overload
 from urllib.parse import urlsplit
 
 import httpx
@@ -134,6 +135,12 @@ class Fields:
             raise self._wrong(key, value, "a list")
         return [Fields(item, self.server, self.answer, f"{self._name(key)}[{i}]") for i, item in enumerate(value)]
 
+    @overload
+    def count(self, key: str) -> int | None: ...
+    @overload
+    def count(self, key: str, default: int) -> int: ...
+    @overload
+    def count(self, key: str, default: None) -> int | None: ...
     def count(self, key: str, default: int | None = None) -> int | None:
         """A whole number from 0 to MAX_COUNT."""
         value = self.value.get(key)
@@ -144,6 +151,12 @@ class Fields:
             raise self._wrong(key, value, f"a count from 0 to {MAX_COUNT}")
         return whole
 
+    @overload
+    def number(self, key: str) -> float | None: ...
+    @overload
+    def number(self, key: str, default: float) -> float: ...
+    @overload
+    def number(self, key: str, default: None) -> float | None: ...
     def number(self, key: str, default: float | None = None) -> float | None:
         """A finite number from 0 to MAX_NUMBER (a rate, a time)."""
         value = self.value.get(key)
@@ -250,7 +263,9 @@ class ServerClient:
 
     def get(self, path: str, *, optional: bool = False) -> object:
         """GET a JSON document; None for an optional one the server does not serve."""
-        status, body = self._whole("GET", path, None, None, ANSWER_S, path)
+        reply = self._whole("GET", path, None, None, ANSWER_S, path)
+        assert reply is not None  # None only once a cancel event is set, and there is none
+        status, body = reply
         if optional and status in (404, 501):
             return None
         self._check(status, body, path)
@@ -294,7 +309,7 @@ class ServerClient:
         *,
         max_lines: int | None = None,
         on_idle: Callable[[], object] | None = None,
-    ) -> Iterator[Fields]:
+    ) -> Generator[Fields, None, None]:
         """POST /v1/chat/completions with stream=true; yields each event, read
         through Fields. Returns at once when `cancel` is set (the connection
         shut, so the server stops too), calls `on_idle` while the server is
@@ -327,17 +342,18 @@ class ServerClient:
 
     def _lines(self, exchange: _Exchange, cancel, on_idle, answer: str) -> Iterator[str]:
         """The stream's lines that are not blank, until its end or `cancel`."""
-        kind, item = self._next(exchange, cancel, READ_S, on_idle, answer)
-        if kind is None:
+        got = self._next(exchange, cancel, READ_S, on_idle, answer)
+        if got[0] is None:
             return
-        status, first = item
+        assert got[0] == "status"  # the answer's status comes first
+        status, first = got[1]
         self._check(status, first, "/v1/chat/completions")
         while True:
-            kind, item = self._next(exchange, cancel, READ_S, on_idle, answer)
-            if kind in (None, "end"):
+            got = self._next(exchange, cancel, READ_S, on_idle, answer)
+            if got[0] != "line":  # the end, or cancelled
                 return
-            if item.strip():
-                yield item.strip()
+            if got[1].strip():
+                yield got[1].strip()
 
     def complete(self, body: dict, cancel: threading.Event | None = None) -> Fields | None:
         """POST /v1/chat/completions without streaming (for the baseline); None when cancelled."""
@@ -356,25 +372,29 @@ class ServerClient:
     ) -> tuple[int, bytes] | None:
         """(status, body) of a request read whole; None when cancelled."""
         exchange = _Exchange(self.http, method, path, body, stream=False)
-        kind = item = None
+        got: _Answer = (None, None)
         try:
-            kind, item = self._next(exchange, cancel, limit_s, None, answer)
+            got = self._next(exchange, cancel, limit_s, None, answer)
         finally:
-            exchange.stop(shut=kind is None)  # shut unless the answer came whole
-        return item
+            exchange.stop(shut=got[0] is None)  # shut unless the answer came whole
+        if got[0] is None:
+            return None
+        assert got[0] == "status"  # an answer read whole is its one item
+        return got[1]
 
-    def _next(self, exchange: _Exchange, cancel, limit_s: float, on_idle, answer: str) -> tuple[str | None, object]:
+    def _next(self, exchange: _Exchange, cancel, limit_s: float, on_idle, answer: str) -> _Answer:
         """The exchange's next item, (None, None) once `cancel` is set; what
         went wrong on the way, in words."""
         try:
-            kind, item = exchange.next(cancel, limit_s, on_idle)
+            got = exchange.next(cancel, limit_s, on_idle)
         except _Silent:
             raise SpecchatError(
                 f"the server at {self.url} sent nothing for {limit_s:.0f} s",
                 hint="it may be stuck or overloaded; see its log",
             ) from None
-        if kind != "error":
-            return kind, item
+        if got[0] != "error":
+            return got
+        item = got[1]
         if isinstance(item, _TooBig):
             raise bad_answer(self.url, answer, str(item))
         if isinstance(item, (httpx.ConnectError, httpx.ConnectTimeout)) or (
@@ -422,6 +442,12 @@ class _TooBig(Exception):
     """An answer or a line beyond the limits."""
 
 
+# An exchange's items (see _Exchange), and (None, None) once the caller cancelled.
+_Status = tuple[Literal["status"], tuple[int, bytes]]
+_Answer = _Status | tuple[Literal["line"], str] | tuple[Literal["end"], None] | tuple[None, None]
+_Item = _Answer | tuple[Literal["error"], BaseException]
+
+
 class _Exchange:
     """One request, read on a daemon thread: the caller waits on a queue it
     can stop waiting on (its cancel event, a deadline), and stop() shuts the
@@ -466,7 +492,7 @@ class _Exchange:
                 pass
         return False
 
-    def next(self, cancel: threading.Event | None, limit_s: float, on_idle=None) -> tuple[str | None, object]:
+    def next(self, cancel: threading.Event | None, limit_s: float, on_idle=None) -> _Item:
         deadline = time.monotonic() + limit_s
         while not (cancel is not None and cancel.is_set()):
             try:
@@ -482,11 +508,12 @@ class _Exchange:
         """Stop reading; with `shut`, shut the connection too, where the read
         may still be waiting on it (so the server stops sending)."""
         self.stopped.set()
-        if not shut:
+        response = self.response
+        if not shut or response is None:
             return
-        stream = self.response.extensions.get("network_stream") if self.response is not None else None
+        stream = response.extensions.get("network_stream")
         sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is not None and not self.response.is_closed:
+        if sock is not None and not response.is_closed:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:

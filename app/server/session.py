@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from specchat.chat import Dialogue, SessionStatus
 from specchat.display import merge_spans
@@ -22,7 +23,7 @@ from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
 from specchat.server.client import SERVER_DRAFTER, Fields, ServerClient, StreamCut, check_url, inconsistent
-from specchat.server.counts import Chunk, Totals, _context, check_clock, clock_rate, server_stats
+from specchat.server.counts import Chunk, ServerStats, Totals, _context, check_clock, clock_rate, server_stats
 from specchat.textsafe import safe_text
 
 # Speculation off for one request, where the server takes per-request settings.
@@ -47,6 +48,7 @@ class ServerTurn(Turn):
     """A reply from the server: its chunks, the final timings, and how it ended."""
 
     chunks: list[Chunk] = field(default_factory=list)
+    stats: ServerStats = field(default_factory=ServerStats)  # the server's counters (counts.server_stats)
     timings: dict | None = None  # the server's final timings, verbatim
     baseline: dict | None = None  # the baseline reply's timings and where it ran
     body: dict = field(default_factory=dict)  # the request, for a baseline of the same turn
@@ -62,7 +64,15 @@ class ServerTurn(Turn):
         return out
 
 
-class ServerSession(Dialogue):
+class _Speculative(TypedDict):
+    """The speculative settings sent with each request (None: the server's own)."""
+
+    n_max: int | None
+    n_min: int | None
+    p_min: float | None
+
+
+class ServerSession(Dialogue[ServerTurn]):
     """A conversation with a llama-server: ChatSession's surface, the
     server's model, and the server's own speculation counters."""
 
@@ -94,7 +104,7 @@ class ServerSession(Dialogue):
         self.devices: dict[str, dict | None] = {"target": None, "draft": None}  # the server's, not reported
         super().__init__()
         self._drafter = SERVER_DRAFTER
-        self.settings = {"n_max": k, "n_min": n_min, "p_min": p_min}
+        self.settings: _Speculative = {"n_max": k, "n_min": n_min, "p_min": p_min}
         self._context_used = 0
         try:
             self._refuse_unaccepted()
@@ -304,10 +314,10 @@ class ServerSession(Dialogue):
                 hint="start a second llama-server with the same -m and no -md, and pass --baseline-server URL",
             )
         if self.baseline_client is not None:
-            self._check_same_model()
+            self._check_same_model(self.baseline_client)
 
-    def _check_same_model(self) -> None:
-        other = self.baseline_client.probe()
+    def _check_same_model(self, baseline: ServerClient) -> None:
+        other = baseline.probe()
         keys = ("n_params", "size", "n_vocab", "ftype")
         mine = {k: self.info.meta.get(k) for k in keys}
         theirs = {k: other.meta.get(k) for k in keys}
