@@ -178,3 +178,21 @@ def test_bad_names_and_files_are_one_line_each(specchat_home, tmp_path):
         lines = one_line_error(cli(*args))
         assert lines[0] == first and len(lines) == 2 and lines[1].startswith("hint: "), lines
     assert not (specchat_home / "config" / "local-pairs.json").exists()
+
+
+@pytest.mark.real
+async def test_the_chat_opens_a_local_pair_and_replies_on_it(specchat_home, tmp_path, tiny_pair):
+    from specchat.config import Settings
+    from specchat.tui.models import Models
+    from specchat.tui.widgets import StatusBar
+    from tests.support.tui import make_app, send, wait_until
+
+    target = lmstudio(tmp_path, tiny_pair[0])
+    assert cli("models", "add", "solo", "--target", str(target)).exit_code == 0
+    app = make_app(tmp_path, models=Models(), settings=Settings(), pair="solo", drafter="ngram", k=4)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.session is not None, timeout=120)
+        assert str(app.query_one(StatusBar).render()).startswith("solo · drafter ngram · k 4")
+        reply = await send(pilot, "Count from 1 to 5.")
+        assert reply.stats["tokens"] > 0 and reply.text
+        app.session.close()
