@@ -286,6 +286,23 @@ async def test_a_history_that_fails_mid_chat_turns_saving_off(tmp_path):
         assert any(n.title == "history" and "chatting without saving" in n.message for n in app._notifications)
 
 
+async def test_a_history_that_fails_while_its_list_is_open_opens_nothing(tmp_path):
+    from tests.support.tui import make_app, ready
+
+    app = make_app(tmp_path)
+    app.conversation.history.add_message(app.conversation.history.new_conversation("old", "fake-pair"), Message("user", "hi"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("f3")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "HistoryScreen"
+        app.conversation.history = None  # saving failed meanwhile: the chat turned the history off
+        await pilot.press("enter")  # open the conversation under the cursor
+        await pilot.pause()
+        assert app.is_running and app.screen.__class__.__name__ != "HistoryScreen"
+        assert any("the history turned off meanwhile" in n.message for n in app._notifications)
+
+
 # --- settings and themes never stop the app -----------------------------------------------
 
 

@@ -226,8 +226,12 @@ class ChatActions(App):
             return
 
         def chosen(conv_id: int | None) -> None:
-            if conv_id is not None and not self._busy():
-                self.load_conversation(conv_id)
+            if conv_id is None or self._busy():
+                return
+            if self.conversation.history is None:  # saving failed while the list was open
+                self.notify("the history turned off meanwhile: nothing to open", severity="warning")
+                return
+            self.load_conversation(conv_id)
 
         self.push_screen(HistoryScreen(self.conversation.history, paths.data_dir() / "exports"), chosen)
 
