@@ -5,6 +5,7 @@ history; the colours themselves are the themes'."""
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 from specchat.stats import Round
@@ -154,12 +155,31 @@ def _server_counts(stats: dict) -> list[tuple[str, str]]:
 LINES = {"local": local_fields, "server": server_fields}  # a stats source → its line
 
 
+RPC_DEVICE = re.compile(r"RPC\d+")  # llama.cpp's name for a device behind an RPC worker; its description: host:port
+
+
 def device_text(device: dict | None) -> str:
     """Where a model runs, from llama.placement: "CUDA · NVIDIA H200 · 29/29 layers offloaded",
-    and "· argmax in llama.cpp's graph" where greedy picks are made there (llama.Model.argmax_only)."""
+    and "· argmax in llama.cpp's graph" where greedy picks are made there (llama.Model.argmax_only);
+    on a server, the devices it reports (server_device_text)."""
     if not device:
         return "not loaded"
+    if "server" in device:
+        return server_device_text(device.get("devices"))
     graph = " · argmax in llama.cpp's graph" if device.get("argmax") == "graph" else ""
     return (
         f"{device['backend']} · {device['device']} · {device['gpu_layers']}/{device['layers']} layers offloaded{graph}"
     )
+
+
+def server_device_text(devices: list[dict] | None) -> str:
+    """A server's devices as it reports them: "RPC worker 10.0.0.2:50052 · CUDA0 (NVIDIA H200)"."""
+    if not devices:
+        return "the server does not report its devices"
+    return " · ".join(_one_device(d.get("name") or "?", d.get("description") or "") for d in devices)
+
+
+def _one_device(name: str, description: str) -> str:
+    if RPC_DEVICE.fullmatch(name) and description:
+        return f"RPC worker {description}"
+    return f"{name} ({description})" if description else name

@@ -204,6 +204,7 @@ class ServerInfo:
     knobs: tuple[str, ...] = ()  # per-request speculative settings it accepts (of KNOBS)
     build: str = ""
     meta: dict = field(default_factory=dict)  # /v1/models meta: n_params, size, vocab
+    devices: list[dict] | None = None  # /props or /slots: {"name", "description"} of each device; None: none listed
 
     @property
     def draft(self) -> str:
@@ -228,7 +229,19 @@ class ServerInfo:
             "spec_types": self.spec_types,
             "knobs": list(self.knobs),
             "build": self.build,
+            "devices": self.devices,
         }
+
+
+def read_devices(doc: Fields) -> list[dict] | None:
+    """The devices an answer lists under "devices", by llama.cpp's names
+    ({"name": "RPC0", "description": "host:port"} for an RPC worker); None
+    where it lists none. llama-server as vendored in llama-cpp-python 0.3.36
+    lists none in /props or /slots."""
+    listed = doc.nodes("devices")
+    if not listed:
+        return None
+    return [{"name": d.text("name") or "?", "description": d.text("description") or ""} for d in listed]
 
 
 def check_url(url: str) -> str:
@@ -289,15 +302,18 @@ class ServerClient:
             knobs=tuple(k for k in KNOBS if f"speculative.{k}" in params),
             build=props.text("build_info") or "",
             meta=meta.value,
+            devices=read_devices(props),
         )
         self.read_slots(info)
         return info
 
     def read_slots(self, info: ServerInfo) -> None:
-        """Whether the server speculates, and how (/slots; its types only once a request has run)."""
+        """Whether the server speculates, and how (/slots; its types only once a request has run),
+        and its devices where /props did not list them."""
         slots = self.get("/slots", optional=True)
         listed = [] if slots is None else answer_list(slots, self.url, "/slots")
         if listed:
+            info.devices = info.devices or read_devices(listed[0])
             info.speculative = bool(listed[0].flag("speculative"))
             types = (listed[0].node("params").text("speculative.types") or "").split(",")
             info.spec_types = ",".join(t for t in types if t and t != "none")  # llama.cpp lists "none" first

@@ -101,7 +101,12 @@ class ServerSession(Dialogue[ServerTurn]):
         self.system = system
         self.max_tokens = max_tokens
         self.pair = f"server {self.info.model}"
-        self.devices: dict[str, dict | None] = {"target": None, "draft": None}  # the server's, not reported
+        # Where the server runs the target: the devices it reports (display.device_text words them).
+        # Its draft is its own: where that runs the server does not say apart.
+        self.devices: dict[str, dict | None] = {
+            "target": {"server": self.info.url, "devices": self.info.devices},
+            "draft": None,
+        }
         super().__init__()
         self._drafter = SERVER_DRAFTER
         self.settings: _Speculative = {"n_max": k, "n_min": n_min, "p_min": p_min}

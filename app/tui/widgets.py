@@ -329,8 +329,11 @@ class StatsPanel(Vertical):
 
 
 def devices_content(devices: dict) -> list[Content]:
-    """Where the target and the draft model run: backend, device, layers offloaded."""
-    return [Content(f"{role:>6}: {safe_text(device_text(devices.get(role)))}") for role in ("target", "draft")]
+    """Where the target and the draft model run: backend, device, layers offloaded;
+    on a server, the target's line only (what the server reports of its devices)."""
+    on_server = "server" in (devices.get("target") or {})
+    roles = ("target",) if on_server else ("target", "draft")
+    return [Content(f"{role:>6}: {safe_text(device_text(devices.get(role)))}") for role in roles]
 
 
 def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
