@@ -30,6 +30,12 @@ def _bad(flag: str, value: object, rule: str, hint: str) -> SpecchatError:
     return SpecchatError(f"{flag} {value!r} is out of range: {rule}", hint=hint, code=2)
 
 
+def _within(flag: str, value: int, least: int, most: int, hint: str) -> int:
+    if not least <= value <= most:
+        raise _bad(flag, value, f"it must be between {least} and {most}", hint)
+    return value
+
+
 def drafter(name: str, flag: str = "--drafter", constrained: bool | None = None) -> str:
     """A drafter name; with `constrained` given, also whether it can draft
     (the grammar drafter proposes only while a constraint is on)."""
@@ -95,14 +101,7 @@ def top_k(value: int, flag: str = "--top-k") -> int:
 
 
 def k(value: int, flag: str = "--k") -> int:
-    if not K_MIN <= value <= K_MAX:
-        raise _bad(
-            flag,
-            value,
-            f"it must be between {K_MIN} and {K_MAX}",
-            "the most tokens a drafter proposes per round, e.g. 4 or 16",
-        )
-    return value
+    return _within(flag, value, K_MIN, K_MAX, "the most tokens a drafter proposes per round, e.g. 4 or 16")
 
 
 def max_tokens(value: int, flag: str = "--max-tokens") -> int:
@@ -149,14 +148,9 @@ def threads(value: int | None, flag: str = "--threads") -> int | None:
 def seed(value: int, flag: str = "--seed") -> int:
     """llama.cpp reads -1 as "random"; specchat has no random seed, so a
     reply can always be decoded again."""
-    if not 0 <= value <= SEED_MAX:
-        raise _bad(
-            flag,
-            value,
-            f"it must be between 0 and {SEED_MAX}",
-            "the same seed and prompt give the same reply; any number in range, e.g. 42",
-        )
-    return value
+    return _within(
+        flag, value, 0, SEED_MAX, "the same seed and prompt give the same reply; any number in range, e.g. 42"
+    )
 
 
 def baseline_every(value: int, flag: str = "--baseline-every") -> int:
@@ -179,9 +173,7 @@ def repeats(value: int, flag: str = "--repeats") -> int:
 
 def draft_min(value: int | None, flag: str = "--draft-min") -> int | None:
     """None: the server's own."""
-    if value is not None and not 0 <= value <= K_MAX:
-        raise _bad(flag, value, f"it must be between 0 and {K_MAX}", "0 drafts always")
-    return value
+    return None if value is None else _within(flag, value, 0, K_MAX, "0 drafts always")
 
 
 def draft_p_min(value: float | None, flag: str = "--draft-p-min") -> float | None:

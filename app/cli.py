@@ -36,27 +36,33 @@ def _not_built(what: str) -> None:
     raise typer.Exit(2)
 
 
+# The chat's options: a bare `specchat` and `specchat chat` take the same ones.
+PAIR = typer.Option(None, "--pair", help="Model pair to open (see `specchat models`).")
+DRAFTER = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}.")
+K = typer.Option(None, "--k", help="Most tokens a drafter may propose per round (default: each drafter's own).")
+THEME = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme.")
+SERVER = typer.Option(None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair.")
+BASELINE = typer.Option(
+    False,
+    "--baseline",
+    help="With --server: decode every reply again with speculation off and show the measured speedup.",
+)
+BASELINE_SERVER = typer.Option(
+    None, "--baseline-server", help="With --baseline: a second server, same model, no draft."
+)
+
+
 @app.callback(invoke_without_command=True)
 def main_callback(
     ctx: typer.Context,
-    pair: str | None = typer.Option(None, "--pair", help="Model pair to open (see `specchat models`)."),
-    drafter: str | None = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
-    k: int | None = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
-    theme: str | None = typer.Option(
-        None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."
-    ),
+    pair: str | None = PAIR,
+    drafter: str | None = DRAFTER,
+    k: int | None = K,
+    theme: str | None = THEME,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-    server: str | None = typer.Option(
-        None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair."
-    ),
-    baseline: bool = typer.Option(
-        False,
-        "--baseline",
-        help="With --server: decode every reply again with speculation off and show the measured speedup.",
-    ),
-    baseline_server: str | None = typer.Option(
-        None, "--baseline-server", help="With --baseline: a second server, same model, no draft."
-    ),
+    server: str | None = SERVER,
+    baseline: bool = BASELINE,
+    baseline_server: str | None = BASELINE_SERVER,
 ) -> None:
     """A bare `specchat` opens the chat."""
     if version:
@@ -65,36 +71,18 @@ def main_callback(
         typer.echo(f"specchat {__version__}")
         raise typer.Exit()
     if ctx.invoked_subcommand is None:
-        chat(
-            pair=pair,
-            drafter=drafter,
-            k=k,
-            theme=theme,
-            server=server,
-            baseline=baseline,
-            baseline_server=baseline_server,
-        )
+        ctx.invoke(chat, **{name: value for name, value in ctx.params.items() if name != "version"})
 
 
 @app.command()
 def chat(
-    pair: str | None = typer.Option(None, "--pair", help="Model pair to open."),
-    drafter: str | None = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}."),
-    k: int | None = typer.Option(None, "--k", help="Most tokens a drafter may propose per round."),
-    theme: str | None = typer.Option(
-        None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme."
-    ),
-    server: str | None = typer.Option(
-        None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair."
-    ),
-    baseline: bool = typer.Option(
-        False,
-        "--baseline",
-        help="With --server: decode every reply again with speculation off and show the measured speedup.",
-    ),
-    baseline_server: str | None = typer.Option(
-        None, "--baseline-server", help="With --baseline: a second server, same model, no draft."
-    ),
+    pair: str | None = PAIR,
+    drafter: str | None = DRAFTER,
+    k: int | None = K,
+    theme: str | None = THEME,
+    server: str | None = SERVER,
+    baseline: bool = BASELINE,
+    baseline_server: str | None = BASELINE_SERVER,
 ) -> None:
     """Open the chat (the same as a bare `specchat`)."""
     try:
@@ -102,15 +90,7 @@ def chat(
     except ImportError:
         _not_built("chat")
     try:
-        code = run_chat(
-            pair=pair,
-            drafter=drafter,
-            k=k,
-            theme=theme,
-            server=server,
-            baseline=baseline,
-            baseline_server=baseline_server,
-        )
+        code = run_chat(pair, drafter, k, theme, server, baseline, baseline_server)  # run_chat's order
     except SpecchatError as err:
         _fail(err)
     raise typer.Exit(code)  # a crash inside the app is not a success
