@@ -11,7 +11,6 @@ thread and use `cancel` and `set_drafter`/`set_k` from any thread.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,13 +19,12 @@ from typing import Generic, TypeVar
 from specchat.costmodel import CostModel, warmup_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.registry import Drafters
-from specchat.engine import Engine, TargetModel, Turn
+from specchat.engine import Cancel, Engine, OnIdle, OnRound, TargetModel, Turn
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.llamacpp.grammar import Grammar
 from specchat.sampling import SamplingParams
 from specchat.schema import GrammarSpec
-from specchat.stats import Round
 
 
 @dataclass(frozen=True)
@@ -74,13 +72,7 @@ class Dialogue(Generic[TurnT]):
 
     # --- turns ---------------------------------------------------------------------
 
-    def reply(
-        self,
-        user_text: str,
-        on_round: Callable[[Round], None] | None = None,
-        cancel: threading.Event | None = None,
-        on_idle: Callable[[], None] | None = None,
-    ) -> TurnT:
+    def reply(self, user_text: str, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None) -> TurnT:
         """Add a user message and generate the assistant's reply: each round
         goes to on_round as it is decoded; `cancel` stops the turn; on_idle
         is called while the source is silent (a server's stream; a local
@@ -88,7 +80,7 @@ class Dialogue(Generic[TurnT]):
         self._messages.append({"role": "user", "content": user_text})
         return self._generate(on_round, cancel, on_idle)
 
-    def regenerate(self, on_round=None, cancel=None, on_idle=None) -> TurnT:
+    def regenerate(self, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None) -> TurnT:
         """Drop the last reply and generate it again."""
         if self._messages and self._messages[-1]["role"] == "assistant":
             self._messages.pop()
@@ -96,7 +88,9 @@ class Dialogue(Generic[TurnT]):
             raise SpecchatError("nothing to regenerate", hint="send a message first")
         return self._generate(on_round, cancel, on_idle)
 
-    def edit_last(self, user_text: str, on_round=None, cancel=None, on_idle=None) -> TurnT:
+    def edit_last(
+        self, user_text: str, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None
+    ) -> TurnT:
         """Replace the last user message (and its reply) and generate again."""
         while self._messages and self._messages[-1]["role"] == "assistant":
             self._messages.pop()

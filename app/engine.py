@@ -55,6 +55,13 @@ class Turn:
         return "".join(r.forced_text + r.accepted_text + r.target_text for r in self.rounds)
 
 
+# What a turn takes besides its text: each round as it is decoded, a flag that
+# stops it, and a call while the source is silent (a server's stream).
+OnRound = Callable[[Round], None] | None
+Cancel = threading.Event | None
+OnIdle = Callable[[], None] | None
+
+
 @runtime_checkable
 class TargetModel(Protocol):
     """A model as specchat drives it: llama.py's Model, or a test fake. The
@@ -160,8 +167,8 @@ class Engine:
         self,
         prompt: Sequence[int],
         max_tokens: int,
-        on_round: Callable[[Round], None] | None = None,
-        cancel: threading.Event | None = None,
+        on_round: OnRound = None,
+        cancel: Cancel = None,
     ) -> Turn:
         # Greedy without a grammar reads only argmax tokens: a GPU then takes
         # them in llama.cpp's graph and copies no logits rows (llama.py).

@@ -12,8 +12,6 @@ the app another source with the same members, backed by the fake model.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -23,10 +21,9 @@ from specchat.errors import SpecchatError
 
 if TYPE_CHECKING:
     from specchat.chat import SessionStatus
-    from specchat.engine import Turn
+    from specchat.engine import Cancel, OnIdle, OnRound, Turn
     from specchat.schema import GrammarSpec
     from specchat.server.session import ServerSession
-    from specchat.stats import Round
 
 
 @runtime_checkable
@@ -55,24 +52,11 @@ class Session(Protocol):
     # --- turns: on_round gets each round (a server's chunk) as it is decoded;
     # on_idle is called while a server is silent, so what came is shown
     def reply(
-        self,
-        user_text: str,
-        on_round: Callable[[Round], None] | None = None,
-        cancel: threading.Event | None = None,
-        on_idle: Callable[[], None] | None = None,
+        self, user_text: str, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None
     ) -> Turn: ...
-    def regenerate(
-        self,
-        on_round: Callable[[Round], None] | None = None,
-        cancel: threading.Event | None = None,
-        on_idle: Callable[[], None] | None = None,
-    ) -> Turn: ...
+    def regenerate(self, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None) -> Turn: ...
     def edit_last(
-        self,
-        user_text: str,
-        on_round: Callable[[Round], None] | None = None,
-        cancel: threading.Event | None = None,
-        on_idle: Callable[[], None] | None = None,
+        self, user_text: str, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None
     ) -> Turn: ...
 
     # --- knobs (a SpecchatError where this session cannot take one)
