@@ -274,6 +274,24 @@ def test_counters_that_cannot_be_true_are_refused_not_shown(serve, docs, what):
     assert "drafts accepted" not in done.stderr.decode() and "α" not in done.stderr.decode()
 
 
+def test_a_reply_shown_whole_stays_in_the_conversation_when_its_figures_are_refused(serve):
+    """The server's clock says the reply took longer than it did: the figures are
+    refused, but the text the user saw is the conversation's next message."""
+    from specchat.server.session import ServerSession
+
+    docs = good_docs()
+    for event in docs["stream"][4:]:  # the last chunk's and the final totals
+        event["timings"].update(predicted_ms=1e9, predicted_per_second=4 * 1000 / 1e9)
+    session = ServerSession(serve(docs))
+    try:
+        with pytest.raises(SpecchatError, match="by the server's clock"):
+            session.reply("hi")
+        assert session.messages[-2:] == [{"role": "user", "content": "hi"},
+                                           {"role": "assistant", "content": "Hello world"}]
+    finally:
+        session.close()
+
+
 BASELINE_IMPOSSIBLE = [
     ({"predicted_n": 4, "predicted_ms": 80.0, "predicted_per_second": 0.0}, "0 tok/s for 4 tokens in 80 ms (predicted)"),
     ({"predicted_n": 4, "predicted_per_second": 0.0}, "a --baseline reply of 4 tokens at 0 tok/s"),

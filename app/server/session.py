@@ -217,6 +217,9 @@ class ServerSession(Dialogue[ServerTurn]):
         except StreamCut as cut:
             turn.finish, turn.error = "cut", f"the server closed the stream mid-reply ({cut})"
         wall = time.perf_counter() - t0
+        # The reply stays in the conversation as it was shown (a cut stream's part too),
+        # even where the checks below refuse the server's figures for it.
+        self._messages.append({"role": "assistant", "content": turn.text})
         turn.timings = totals.timings
         turn.stats = server_stats(totals, wall)
         check_clock(Fields(totals.timings or {}, self.client.url, "stream event", "timings"), wall, self.client.url)
@@ -226,8 +229,6 @@ class ServerSession(Dialogue[ServerTurn]):
                 self.client.read_slots(self.info)
             except SpecchatError:
                 pass  # the reply stands; the speculation's kind stays unnamed
-        # The partial reply of a cut stream stays in the conversation, as it was shown.
-        self._messages.append({"role": "assistant", "content": turn.text})
         if self.with_baseline and turn.finish in ("eos", "length"):
             try:
                 self.baseline(turn, cancel)
