@@ -216,11 +216,12 @@ async def test_a_bad_theme_is_refused_by_name_and_the_app_starts_on_the_default(
 def test_a_file_name_that_is_markup_or_an_escape_is_not_a_theme_name(specchat_home):
     markup = _theme_file(specchat_home, "[b]x[i].toml", 'primary = "#0088cc"\n')
     _theme_file(specchat_home, "\x1b[2J.toml", 'primary = "#0088cc"\n')
+    _theme_file(specchat_home, "my theme (v2).toml", 'name = "my theme v2"\nprimary = "#0088cc"\n')
     themes, errors = load_user_themes(markup.parent)
-    assert themes == []
-    assert errors == [f"theme {markup.parent}/␛[2J.toml: name = '\\x1b[2J' is not a theme name "
-                      "(letters, digits, spaces and - _ . +); not loaded",
-                      f"theme {markup}: name = '[b]x[i]' is not a theme name (letters, digits, spaces and - _ . +); not loaded"]
+    assert [t.name for t in themes] == ["my theme v2"]  # a name in the file stands for its file's
+    hint = 'is not a theme name: add name = "…" to the file; not loaded'
+    assert errors == [f"theme {markup.parent}/␛[2J.toml: the file name '\\x1b[2J' {hint}",
+                      f"theme {markup}: the file name '[b]x[i]' {hint}"]
 
 
 async def test_the_change_theme_list_opens_with_user_themes(specchat_home, tmp_path):

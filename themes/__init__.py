@@ -197,6 +197,8 @@ def theme_from_toml(text: str, default_name: str) -> Theme:
         raise ValueError(f"unknown key {unknown[0]!r}")
     if "primary" not in data:
         raise ValueError("missing 'primary' colour")
+    if "name" not in data and not _NAME.fullmatch(default_name):
+        raise ValueError(f'the file name {default_name!r} is not a theme name: add name = "…" to the file')
     data.setdefault("name", default_name)
     for key, value in data.items():
         _check(key, value)

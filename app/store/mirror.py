@@ -43,7 +43,7 @@ def check_pip() -> None:
     """Fail clearly when this Python has no pip (e.g. a bare uv venv)."""
     try:
         done = subprocess.run([*pip_command(), "--version"], capture_output=True, text=True, timeout=60)
-    except OSError as err:
+    except (OSError, subprocess.TimeoutExpired) as err:
         done = subprocess.CompletedProcess([], 1, "", str(err))
     if done.returncode != 0:
         raise MirrorError(
