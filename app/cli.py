@@ -96,7 +96,7 @@ def chat(
     raise typer.Exit(code)  # a crash inside the app is not a success
 
 
-# --- models: pull / models / rm (owned by pull.py and store.py) ---------------
+# --- models: pull / models / rm (owned by store/pull.py, store/files.py and store/inventory.py) ---
 
 
 @app.command()

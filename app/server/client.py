@@ -1,7 +1,7 @@
 """A llama.cpp server (`llama-server`) as the chat's backend: the HTTP
 client, what the server says about itself, and the rule that a server's
-answers are untrusted input (server_counts.py turns its counters into
-per-chunk counts; server_session.py offers ChatSession's surface on top, so
+answers are untrusted input (counts.py turns its counters into
+per-chunk counts; session.py offers ChatSession's surface on top, so
 the chat and `specchat run` drive it the same way).
 
 Every answer is read through `Fields`, typed readers that turn a missing

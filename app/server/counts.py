@@ -70,9 +70,9 @@ class Chunk:
 
 class Totals:
     """Turns the running totals of successive chunks into per-chunk counts.
-    The totals are read through server.Fields (a wrong type is one line), and
+    The totals are read through client.Fields (a wrong type is one line), and
     totals that cannot be true (going backwards, more accepted than drafted)
-    are refused: server.inconsistent."""
+    are refused: client.inconsistent."""
 
     def __init__(self, server: str = "?") -> None:
         self.server = server  # its URL, for the error line

@@ -1,6 +1,6 @@
 """ServerSession: a conversation with a llama.cpp server, with ChatSession's
 surface (turns, knobs, status, history edits), its speculation from the
-server's counters (server_counts.py).
+server's counters (counts.py).
 
 The baseline (`--baseline`) is the same turn decoded again with speculation
 off, measured by the server's own clock: on the same server where it takes
