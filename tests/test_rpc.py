@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.llamaserver import LlamaServer, RpcWorker, binary_dir, rpc_spec_args
-from tests.test_server import PROMPT, acceptance_lines, specchat
+from tests.test_server import PROMPT, acceptance_lines, run_json_checked_against_the_log
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +58,7 @@ def test_the_server_log_reports_both_rpc_workers_holding_the_target(rpc_server):
 @pytest.mark.real
 def test_run_json_reports_the_servers_counters_exactly_over_rpc(rpc_server):
     server, _ = rpc_server
-    before = len(acceptance_lines(server))
-    out = specchat("run", "--server", server.url, PROMPT, "--json", "--max-tokens", "60")
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
-    logged = acceptance_lines(server)
-    assert len(logged) == before + 1  # this request, as the server logged it
-    accepted, drafted, mean_len = logged[-1]
-    stats, timings = data["stats"], data["timings"]
-    assert drafted > 0 and accepted > 0
-    assert (stats["drafted"], stats["accepted"]) == (drafted, accepted)
-    assert (timings["draft_n"], timings["draft_n_accepted"]) == (drafted, accepted)
-    assert stats["alpha_exact"] is True and stats["alpha"] == pytest.approx(mean_len, abs=0.005)
-    assert stats["tokens"] == timings["predicted_n"]
+    data = run_json_checked_against_the_log(server, 60)
     assert data["server"]["speculative"] is True
 
 

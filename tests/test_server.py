@@ -57,13 +57,14 @@ def plain_server(tiny_pair, tmp_path_factory):
 # --- the counters, against the server's own -------------------------------------------------
 
 
-@pytest.mark.real
-def test_run_json_reports_the_servers_counters_exactly(spec_server):
-    before = len(acceptance_lines(spec_server))
-    out = specchat("run", "--server", spec_server.url, PROMPT, "--json", "--max-tokens", "80")
+def run_json_checked_against_the_log(server: LlamaServer, max_tokens: int) -> dict:
+    """`specchat run --server --json` on `server`, its counts checked against the
+    server's own log line for that request: drafted, accepted, α and tokens exactly."""
+    before = len(acceptance_lines(server))
+    out = specchat("run", "--server", server.url, PROMPT, "--json", "--max-tokens", str(max_tokens))
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    logged = acceptance_lines(spec_server)
+    logged = acceptance_lines(server)
     assert len(logged) == before + 1  # this request, as the server logged it
     accepted, drafted, mean_len = logged[-1]
     stats, timings = data["stats"], data["timings"]
@@ -75,6 +76,13 @@ def test_run_json_reports_the_servers_counters_exactly(spec_server):
     assert stats["alpha_exact"] is True
     assert stats["alpha"] == pytest.approx(mean_len, abs=0.005)
     assert stats["tokens"] == timings["predicted_n"]
+    return data
+
+
+@pytest.mark.real
+def test_run_json_reports_the_servers_counters_exactly(spec_server):
+    data = run_json_checked_against_the_log(spec_server, 80)
+    stats, timings = data["stats"], data["timings"]
     assert stats["tok_s"] == timings["predicted_per_second"]
     assert stats["speedup"] is None and stats["baseline_tok_s"] is None  # no --baseline, no speedup
     assert data["server"]["speculative"] is True and data["server"]["spec_types"] == "draft-simple"

@@ -31,6 +31,7 @@ import tarfile
 import time
 from importlib.metadata import version
 from pathlib import Path
+from typing import Self
 
 import httpx
 
@@ -136,31 +137,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class LlamaServer:
-    """One llama-server process on loopback; its log is kept in `log_path`."""
+class _Process:
+    """A process on loopback that the tests start, wait for and end; its log is kept in `log_path`."""
+
+    name = ""  # as its errors say it
 
     def __init__(self, args: list[str], log_path: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self.args = [str(server_binary()), "--host", "127.0.0.1", "--port", str(self.port), *args]
+        self.args, self.log_path = args, log_path
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 180.0) -> "LlamaServer":
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def start(self, timeout: float) -> Self:
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            if self.ready():
+                return self
+            time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"llama-server did not become healthy in {timeout:.0f} s:\n{self.log()[-3000:]}")
+        raise RuntimeError(f"{self.name} was not ready in {timeout:.0f} s:\n{self.log()[-3000:]}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -177,8 +177,27 @@ class LlamaServer:
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                self.kill()
+
+
+class LlamaServer(_Process):
+    """One llama-server process on loopback."""
+
+    name = "llama-server"
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__([str(server_binary()), "--host", "127.0.0.1", "--port", str(self.port), *args], log_path)
+
+    def start(self, timeout: float = 180.0) -> Self:
+        return super().start(timeout)
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
 
 
 def spec_args(target: Path, draft: Path, *extra: str) -> list[str]:
@@ -192,42 +211,26 @@ def plain_args(target: Path, *extra: str) -> list[str]:
     return ["-m", str(target), "-c", "2048", "-t", "1", "-np", "1", "--no-webui", *extra]
 
 
-class RpcWorker:
+class RpcWorker(_Process):
     """One ggml-rpc-server on loopback: a worker that llama-server's --rpc offloads layers to."""
+
+    name = "ggml-rpc-server"
 
     def __init__(self, log_path: Path, threads: int = 1) -> None:
         self.port = free_port()
         self.endpoint = f"127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self.args = [str(rpc_server_binary()), "-H", "127.0.0.1", "-p", str(self.port), "-t", str(threads)]
-        self.proc: subprocess.Popen | None = None
+        args = [str(rpc_server_binary()), "-H", "127.0.0.1", "-p", str(self.port), "-t", str(threads)]
+        super().__init__(args, log_path)
 
-    def start(self, timeout: float = 60.0) -> RpcWorker:
-        log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ggml-rpc-server exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
-            try:  # it serves one client at a time; a connection closed at once is dropped and the next accepted
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return self
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"ggml-rpc-server did not listen in {timeout:.0f} s:\n{self.log()[-3000:]}")
+    def start(self, timeout: float = 60.0) -> Self:
+        return super().start(timeout)
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    def ready(self) -> bool:
+        try:  # it serves one client at a time; a connection closed at once is dropped and the next accepted
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
 
 
 def rpc_spec_args(target: Path, draft: Path, workers: list[RpcWorker], *extra: str) -> list[str]:
