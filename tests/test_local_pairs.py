@@ -131,6 +131,10 @@ def test_changed_bytes_are_refused_and_a_new_mtime_alone_is_not(specchat_home, t
     assert local.resolve(local.get("smol")) == (target, None)
     assert local.get("smol").target.mtime_ns == 1  # the new mtime recorded: no hash next time
 
+    os.utime(target, ns=(2, 2))  # touched again, then only listed (`models`, F4): recorded there too
+    assert local.state(local.get("smol").target) == "ok"
+    assert local.get("smol").target.mtime_ns == 2
+
     with open(target, "r+b") as f:
         f.seek(5_000_000)
         old = f.read(1)

@@ -20,7 +20,7 @@ import os
 import shlex
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specchat import paths
@@ -159,7 +159,8 @@ def remove(name: str) -> LocalPair:
 
 
 def state(f: LocalFile) -> str:
-    """ "ok", "missing" or "changed": the file hashed again when its mtime differs."""
+    """ "ok", "missing" or "changed": the file hashed again when its mtime differs.
+    Same bytes under a new mtime are recorded, so the next look hashes nothing."""
     try:
         st = f.path.stat()
     except OSError:
@@ -171,14 +172,28 @@ def state(f: LocalFile) -> str:
     if st.st_mtime_ns == f.mtime_ns:
         return "ok"
     try:
-        return "ok" if sha256_of(f.path) == f.sha256 else "changed"
+        same = sha256_of(f.path) == f.sha256
     except OSError:
         return "missing"
+    if same:
+        _restamp(f, st.st_mtime_ns)
+    return "ok" if same else "changed"
+
+
+def _restamp(f: LocalFile, mtime_ns: int) -> None:
+    """Record f's new mtime in every local pair that holds it (best effort: a
+    read-only config only means hashing again next time)."""
+    new = replace(f, mtime_ns=mtime_ns)
+    with contextlib.suppress(OSError, SpecchatError):
+        pairs = load()
+        for name, p in pairs.items():
+            draft = new if p.draft == f else p.draft
+            pairs[name] = replace(p, target=new if p.target == f else p.target, draft=draft)
+        _save(pairs)
 
 
 def resolve(pair: LocalPair) -> tuple[Path, Path | None]:
     """(target path, draft path or None) of a local pair whose files are unchanged."""
-    touched = False
     for role, f in pair.files():
         what = state(f)
         if what == "missing":
@@ -192,15 +207,4 @@ def resolve(pair: LocalPair) -> tuple[Path, Path | None]:
                 f"{f.path} no longer matches its recorded size and sha256",
                 hint=f"if the new file is what you want, register it again: {pair.add_command()}",
             )
-        touched = touched or f.path.stat().st_mtime_ns != f.mtime_ns
-    if touched:  # same bytes, new mtime: record it, so the next open hashes nothing
-        with contextlib.suppress(OSError, SpecchatError):
-            pairs = load()
-            draft = _restamp(pair.draft) if pair.draft else None
-            pairs[pair.name] = LocalPair(pair.name, _restamp(pair.target), draft)
-            _save(pairs)
     return pair.target.path, pair.draft.path if pair.draft else None
-
-
-def _restamp(f: LocalFile) -> LocalFile:
-    return LocalFile(f.path, f.size, f.path.stat().st_mtime_ns, f.sha256)
