@@ -38,6 +38,9 @@ def _not_built(what: str) -> None:
 
 # The chat's options: a bare `specchat` and `specchat chat` take the same ones.
 PAIR = typer.Option(None, "--pair", help="Model pair to open (see `specchat models`).")
+# A pair given by its files: the chat, run, bench and models check take the same two options.
+TARGET = typer.Option(None, "--target", help="Target GGUF path (instead of --pair).")
+DRAFT = typer.Option(None, "--draft", help="Draft GGUF path (with --target).")
 DRAFTER = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}.")
 K = typer.Option(None, "--k", help="Most tokens a drafter may propose per round (default: each drafter's own).")
 THEME = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme.")
@@ -56,6 +59,8 @@ BASELINE_SERVER = typer.Option(
 def main_callback(
     ctx: typer.Context,
     pair: str | None = PAIR,
+    target: str | None = TARGET,
+    draft: str | None = DRAFT,
     drafter: str | None = DRAFTER,
     k: int | None = K,
     theme: str | None = THEME,
@@ -77,6 +82,8 @@ def main_callback(
 @app.command()
 def chat(
     pair: str | None = PAIR,
+    target: str | None = TARGET,
+    draft: str | None = DRAFT,
     drafter: str | None = DRAFTER,
     k: int | None = K,
     theme: str | None = THEME,
@@ -90,7 +97,7 @@ def chat(
     except ImportError:
         _not_built("chat")
     try:
-        code = run_chat(pair, drafter, k, theme, server, baseline, baseline_server)  # run_chat's order
+        code = run_chat(pair, drafter, k, theme, server, baseline, baseline_server, target=target, draft=draft)
     except SpecchatError as err:
         _fail(err)
     raise typer.Exit(code)  # a crash inside the app is not a success
@@ -176,6 +183,37 @@ def models_scan(
         _fail(err)
 
 
+@models_app.command("check")
+def models_check(
+    pair: str | None = typer.Argument(None, help="The pair to check (default: the default pair)."),
+    target: str | None = TARGET,
+    draft: str | None = DRAFT,
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    prompts: str | None = typer.Option(
+        None, "--prompts", help="Probe with your own prompts: a folder of .txt files or a suite .toml."
+    ),
+    max_tokens: int = typer.Option(64, "--max-tokens", help="Tokens per probe reply."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
+) -> None:
+    """Measure whether speculation pays for a pair on this machine: break-even α by k, a probe, a verdict."""
+    from specchat import checks
+    from specchat.bench.check import run_check
+
+    try:
+        code = run_check(
+            pair,
+            target,
+            draft,
+            prompts=prompts,
+            max_tokens=checks.max_tokens(max_tokens),
+            json_out=json_out,
+            threads=checks.threads(threads) or None,
+        )
+    except SpecchatError as err:
+        _fail(err)
+    raise typer.Exit(code)
+
+
 @app.command()
 def rm(
     pairs: list[str] = typer.Argument(
@@ -201,8 +239,8 @@ def run(
         help="The user message; `-`, or none with stdin not a terminal, reads it from stdin (one final line end dropped).",
     ),
     pair: str | None = typer.Option(None, "--pair", help="Model pair (default: the configured one)."),
-    target: str | None = typer.Option(None, "--target", help="Target GGUF path (instead of --pair)."),
-    draft: str | None = typer.Option(None, "--draft", help="Draft GGUF path (with --target)."),
+    target: str | None = TARGET,
+    draft: str | None = DRAFT,
     drafter: str = typer.Option("auto", "--drafter", help=f"{DRAFTERS}."),
     k: int | None = typer.Option(
         None,
@@ -356,6 +394,11 @@ def _prompt(arg: str | None) -> str:
 @app.command()
 def bench(
     pair: str | None = typer.Option(None, "--pair", help="Model pair."),
+    target: str | None = TARGET,
+    draft: str | None = DRAFT,
+    prompts: str | None = typer.Option(
+        None, "--prompts", help="Your own prompts as the suite: a folder of .txt files or a suite .toml."
+    ),
     suites: str = typer.Option("code-edit,summarize,code-gen,chat,math", "--suites", help="Comma-separated suites."),
     drafters: str = typer.Option(
         "off,ngram,draft,hybrid,auto", "--drafters", help="Comma-separated drafters; NAME:K runs one at k=K only."
@@ -388,6 +431,9 @@ def bench(
         checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers")
         code = run_command(
             pair=pair,
+            target=target,
+            draft=draft,
+            prompts=prompts,
             suites=suites,
             drafters=drafters,
             ks=ks,

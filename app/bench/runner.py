@@ -44,7 +44,7 @@ from specchat.bench.measure import (
     time_ngram_proposals,
 )
 from specchat.bench.scorecard import OFF, REFERENCE, CostCurve, Run
-from specchat.bench.suites import SUITES, Prompt, Suite, load_suite
+from specchat.bench.suites import SUITES, Prompt, Suite, load_prompts, load_suite
 from specchat.chat import ChatSession
 from specchat.drafters import default_k
 from specchat.errors import SpecchatError
@@ -67,6 +67,7 @@ class Plan:
     max_tokens: int = 128
     repeats: int = 1
     temp: float = 0.0
+    extras: bool = True  # the reference loop and the n-gram timing (a models check skips both)
 
     @property
     def configs(self) -> list[tuple[str, int]]:
@@ -76,7 +77,7 @@ class Plan:
             name, _, fixed = d.partition(":")
             ks = [int(fixed)] if fixed else self.ks or [default_k(name)]  # no --k: the drafter's own
             pairs += [(name, k) for k in ks]
-        return pairs + [(REFERENCE, 0)]
+        return pairs + [(REFERENCE, 0)] * self.extras
 
     @property
     def max_k(self) -> int:
@@ -104,8 +105,17 @@ def _items(text: str) -> list[str]:
     return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
 
 
-def make_plan(suites: str, drafters: str, ks: str, max_tokens: int = 128, repeats: int = 1, temp: float = 0.0) -> Plan:
-    """Check the command's options and turn them into a plan."""
+def make_plan(
+    suites: str,
+    drafters: str,
+    ks: str,
+    max_tokens: int = 128,
+    repeats: int = 1,
+    temp: float = 0.0,
+    prompts: str | None = None,
+) -> Plan:
+    """Check the command's options and turn them into a plan; `prompts` (a
+    folder of .txt files or a suite file) is the only suite where given."""
     from specchat import checks
 
     names = _items(drafters)
@@ -122,7 +132,7 @@ def make_plan(suites: str, drafters: str, ks: str, max_tokens: int = 128, repeat
         checks.k(k)
     if max_tokens < 1 or repeats < 1 or temp < 0:
         raise SpecchatError("--max-tokens and --repeats must be ≥ 1 and --temp ≥ 0", code=2)
-    suite_list = [load_suite(s) for s in _items(suites)]
+    suite_list = [load_prompts(prompts)] if prompts else [load_suite(s) for s in _items(suites)]
     if not suite_list:
         raise SpecchatError("no suites given", hint=f"choose from: {', '.join(SUITES)}", code=2)
     return Plan(suite_list, [n for n in names if n != OFF], k_values, max_tokens, repeats, temp)
@@ -161,8 +171,9 @@ class Bench:
                 text = self._real_text()
                 self.session.target.argmax_only(self.session.sampling.greedy)  # timed as the greedy runs read rows
                 self.curve = measure_cost_curve(self.session.target, text, self.plan.max_k + 1)
-                progress.update(task, description="n-gram proposal timing")
-                self.ngram = time_ngram_proposals(text)
+                if self.plan.extras:
+                    progress.update(task, description="n-gram proposal timing")
+                    self.ngram = time_ngram_proposals(text)
                 for suite in self.plan.suites:
                     for prompt in suite.prompts:
                         for repeat in range(self.plan.repeats):
@@ -287,6 +298,7 @@ class Bench:
             "ngram_proposal": self.ngram,
             "rows": scorecard.rows(self.runs),
             "off_spread": scorecard.off_spread(self.runs),
+            "overall": scorecard.overall(self.runs),
             "break_even": scorecard.break_even(self.curve, self.runs) if self.curve else [],
             "runs": [r.to_dict() for r in self.runs],
         }
@@ -345,6 +357,8 @@ def show(report: dict, console: Console) -> None:
         console.print(line)
     if report["ngram_proposal"]:
         console.print(scorecard.ngram_line(report["ngram_proposal"]))
+    for line in scorecard.spread_lines(report.get("overall", [])):
+        console.print(line)
     for line in scorecard.schema_lines(report.get("runs", [])):
         console.print(line)
     peak = max((r["peak_rss_mb"] for r in report["rows"]), default=0.0)
@@ -371,6 +385,9 @@ def write_json(report: dict, path: str) -> None:
 def run_command(
     *,
     pair: str | None,
+    target: str | None = None,
+    draft: str | None = None,
+    prompts: str | None = None,
     suites: str,
     drafters: str,
     ks: str,
@@ -383,7 +400,7 @@ def run_command(
     draft_n_gpu_layers: int = -1,
 ) -> int:
     """`specchat bench`; returns the exit code (130 when stopped with Ctrl-C)."""
-    plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp)
+    plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp, prompts)
     if json_file and not Path(json_file).expanduser().resolve().parent.is_dir():
         raise SpecchatError(f"cannot write {json_file}: no such folder", hint="create the folder first", code=2)
     console = Console(highlight=False)
@@ -391,9 +408,7 @@ def run_command(
         console = Console(highlight=False, width=WIDE)  # a file or pipe gets the whole table
     status = Console(stderr=True, highlight=False)
     with status.status("loading the pair"):
-        session, pair_info = open_bench_session(
-            plan, pair, threads=threads, n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=draft_n_gpu_layers
-        )
+        session, pair_info = open_bench_session(plan, pair, target, draft, threads, n_gpu_layers, draft_n_gpu_layers)
     try:
         bench = Bench(session, plan, console=status)
         bench.run()

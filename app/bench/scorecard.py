@@ -378,3 +378,122 @@ def ngram_line(t: dict) -> str:
         f"n-gram proposal at {t['context_tokens']} context tokens: mean {t['mean_ms']:.3f} ms, "
         f"p99 {t['p99_ms']:.3f} ms over {t['calls']} calls (bar: mean < {t['bar_ms']} ms, {mark})"
     )
+
+
+# --- the spread: a speedup the machine's own noise could explain -------------------------
+
+NOISE_FLOOR = 0.05  # the band is never narrower than ±5%: three off runs say little
+WIN, LOSS, SAME = "faster", "slower", "no measurable difference"
+
+
+def noise_band(off_runs: list[Run]) -> tuple[float, float]:
+    """The off runs' own variation: their slowest and fastest tok/s over their
+    median, at least ±NOISE_FLOOR. Plain decoding against itself lands here."""
+    speeds = [r.stats.tok_s for r in off_runs if r.stats.tok_s > 0]
+    mid = statistics.median(speeds) if speeds else 0.0
+    lo, hi = (min(speeds) / mid, max(speeds) / mid) if mid else (1.0, 1.0)
+    return min(lo, 1.0 - NOISE_FLOOR), max(hi, 1.0 + NOISE_FLOOR)
+
+
+def measured(speedup: float | None, band: tuple[float, float]) -> str:
+    """WIN, LOSS, or SAME where the speedup lies inside the off runs' band."""
+    if speedup is None or band[0] <= speedup <= band[1]:
+        return SAME
+    return WIN if speedup > band[1] else LOSS
+
+
+def overall(runs: list[Run]) -> list[dict]:
+    """One row per configuration over every suite: the median of its paired
+    ratios (B tok/s over its A's), their range, the off runs' band, and
+    whether the speedup is measurable; the suite where it did best."""
+    out = []
+    b_runs = [r for r in runs if r.slot == "B" and r.drafter != REFERENCE]
+    for drafter, k in _unique((r.drafter, r.k) for r in b_runs):
+        b = [r for r in b_runs if r.drafter == drafter and r.k == k]
+        off = [r for r in runs if r.slot == "A" and r.cycle in {x.cycle for x in b}]
+        ratios = _pair_ratios(b, off)
+        median = statistics.median(ratios) if ratios else None
+        band = noise_band(off)
+        by_suite = {s: _median_pair_ratio([r for r in b if r.suite == s], off) for s in _unique(r.suite for r in b)}
+        best = max(by_suite, key=lambda s: by_suite[s] or 0.0) if by_suite else None
+        out.append(
+            {
+                "drafter": drafter,
+                "k": k,
+                "pairs": len(ratios),
+                "alpha": totals(b).alpha,
+                "per_position_acceptance": totals(b).per_position_acceptance,
+                "speedup_median": median,
+                "speedup_range": [min(ratios), max(ratios)] if ratios else None,
+                "noise_band": list(band),
+                "measured": measured(median, band),
+                "best_suite": best,
+                "best_suite_speedup": by_suite.get(best) if best else None,
+            }
+        )
+    return out
+
+
+def _pair_ratios(runs: list[Run], paired_off: list[Run]) -> list[float]:
+    off = {r.cycle: r.stats.tok_s for r in paired_off}
+    return [r.stats.tok_s / off[r.cycle] for r in runs if off.get(r.cycle, 0) > 0 and r.slot == "B"]
+
+
+def spread_lines(items: list[dict]) -> list[str]:
+    """One line per configuration: its median speedup over every prompt, the
+    spread, and a win or a loss only where it lies outside the off runs' band."""
+    lines = []
+    for o in items:
+        if o["speedup_median"] is None:
+            continue
+        lo, hi = o["speedup_range"]
+        band = o["noise_band"]
+        lines.append(
+            f"{o['drafter']} k={o['k']}: median speedup {o['speedup_median']:.2f}× over {o['pairs']} prompt runs "
+            f"(paired ratios {lo:.2f}–{hi:.2f}×; off runs {band[0]:.2f}–{band[1]:.2f}× of their median): "
+            f"{o['measured']}"
+        )
+    return lines
+
+
+# --- break-even by draft length -----------------------------------------------------------
+
+
+def break_even_by_k(curve: CostCurve, draft_step: float | None, ks: range) -> list[dict]:
+    """The α a round of k drafted tokens needs to pay here, k by k: its cost
+    in plain steps, verify(k + 1) off the measured curve plus k draft-model
+    steps (`draft`; none for an n-gram draft, whose cost is negligible)."""
+    out = []
+    for k in ks:
+        verify = curve.at(k + 1) / curve.step
+        row = {"k": k, "ngram": verify}
+        if draft_step is not None:
+            row["draft"] = verify + k * draft_step / curve.step
+        out.append(row)
+    return out
+
+
+def expected_tokens(accepted: list[float], k: int) -> float:
+    """Tokens a round of k drafted tokens commits: one of the target's own
+    plus, per position i, the measured share of drafts reaching i whose
+    tokens up to i were all accepted (per_position_acceptance). Beyond the
+    positions measured, each further token survives at the last measured
+    position's rate over the one before."""
+    total, survive, rate = 1.0, 1.0, 0.0
+    for i in range(k):
+        if i < len(accepted):
+            rate = accepted[i] / survive if survive > 0 else 0.0
+            survive = accepted[i]
+        else:
+            survive *= min(rate, 1.0)
+        total += survive
+    return total
+
+
+def best_k(acceptance: list[float], needed: list[float]) -> int | None:
+    """The k (1-based index into `needed`, each k's break-even α) whose
+    expected tokens per unit of cost is highest, where that beats a plain
+    step; None where no k pays."""
+    rates = {k: expected_tokens(acceptance, k) / cost for k, cost in enumerate(needed, start=1)}
+    k = max(rates, key=lambda x: rates[x]) if rates else None
+    return k if k is not None and rates[k] > 1.0 else None

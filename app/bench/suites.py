@@ -3,6 +3,8 @@
 Packaged suites live in suites/*.toml; a suite file of the same shape can be
 passed by path. A prompt may name a JSON schema file (`schema = "…"`,
 relative to its suite file): its replies are decoded under that schema.
+`--prompts PATH` (`load_prompts`) is the user's own suite: a folder of .txt
+files, one prompt each, or one TOML file of the suites' shape.
 """
 
 from __future__ import annotations
@@ -48,11 +50,70 @@ def load_suite(name: str) -> Suite:
         raise SpecchatError(
             f"unknown suite {name!r}", hint=f"choose from: {', '.join(SUITES)} (or a .toml file)", code=2
         )
-    data = tomllib.loads(text)
-    prompts = tuple(Prompt(p["id"], p["text"], _schema(folder, p.get("schema"))) for p in data.get("prompt", []))
+    return _parse(text, folder, name)
+
+
+def _parse(text: str, folder: Traversable, name: str) -> Suite:
+    """A suite from its TOML text; `folder` holds the schema files it names."""
+    try:
+        data = tomllib.loads(text)
+        prompts = tuple(
+            Prompt(str(p["id"]), _text(p["text"]), _schema(folder, p.get("schema"))) for p in data.get("prompt", [])
+        )
+    except tomllib.TOMLDecodeError as err:
+        raise SpecchatError(f"{name} is not valid TOML: {err}", hint=SUITE_SHAPE, code=2) from None
+    except (KeyError, TypeError, AttributeError):
+        raise SpecchatError(f"{name}: every [[prompt]] needs an id and a text", hint=SUITE_SHAPE, code=2) from None
     if not prompts:
         raise SpecchatError(f"suite {name!r} has no prompts", hint="add [[prompt]] tables with id and text")
-    return Suite(data.get("name", Path(name).stem), prompts, data.get("description", ""))
+    return Suite(str(data.get("name", Path(name).stem)), prompts, str(data.get("description", "")))
+
+
+SUITE_SHAPE = 'a suite file holds [[prompt]] tables: id = "…" and text = "…"'
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError("a prompt's text is a non-empty string")
+    return value
+
+
+def load_prompts(path: str) -> Suite:
+    """The user's own prompts as a suite: a folder of .txt files (one prompt
+    each, named by the file's stem, in name order) or one suite TOML file."""
+    where = Path(path).expanduser()
+    if where.is_dir():
+        files = sorted(f for f in where.iterdir() if f.suffix == ".txt" and f.is_file())
+        prompts = tuple(Prompt(f.stem, _read_prompt(f)) for f in files)
+        if not prompts:
+            raise SpecchatError(
+                f"--prompts: no .txt files in {where}", hint="put one prompt in each NAME.txt file", code=2
+            )
+        return Suite(where.name or "prompts", prompts, f"prompts from {where}")
+    if where.is_file() and where.suffix == ".toml":
+        return _parse(_read(where), where.parent, str(where))
+    what = "is not a folder or a .toml file" if where.exists() else "does not exist"
+    raise SpecchatError(
+        f"--prompts: {where} {what}", hint="pass a folder of .txt files (one prompt each) or a suite .toml", code=2
+    )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecchatError(
+            f"--prompts: cannot read {path}: {getattr(err, 'strerror', None) or err}",
+            hint="prompts are UTF-8 text files",
+            code=2,
+        ) from None
+
+
+def _read_prompt(path: Path) -> str:
+    text = _read(path).strip()
+    if not text:
+        raise SpecchatError(f"--prompts: {path} is empty", hint="write one prompt in each .txt file", code=2)
+    return text
 
 
 def _schema(folder: Traversable, name: str | None) -> GrammarSpec | None:

@@ -502,16 +502,20 @@ def known_pair(name: str) -> None:
 
 def pair_status(name: str | None = None, root: Path | None = None) -> list[dict]:
     """Every catalog pair (or just `name`) with what the store holds of it,
-    then the local pairs (`specchat models add`), marked "local"."""
-    from specchat.store import local
+    then the local pairs (`specchat models add`), marked "local"; each with
+    the last verdict `specchat models check` gave it ("" if never checked)."""
+    from specchat.store import local, verdicts
 
     mine = local.load()
     if name and name in mine:
-        return [local_entry(mine[name])]
-    catalog = load_catalog()
-    pairs = [catalog.get(name)] if name else list(catalog.pairs.values())
-    entries = [_pair_entry(pair, catalog, root) for pair in pairs]
-    return entries if name else entries + [local_entry(p) for p in mine.values()]
+        entries = [local_entry(mine[name])]
+    else:
+        catalog = load_catalog()
+        pairs = [catalog.get(name)] if name else list(catalog.pairs.values())
+        entries = [_pair_entry(pair, catalog, root) for pair in pairs]
+        entries += [] if name else [local_entry(p) for p in mine.values()]
+    checked = verdicts.load_summaries()
+    return [{**e, "verdict": checked.get(e["name"], "")} for e in entries]
 
 
 _LOCAL_STATE = {"ok": "verified", "changed": "damaged", "missing": "missing"}

@@ -1,6 +1,7 @@
 """What the model store holds: `specchat models` (every pair, what is
-pulled, sizes, paths, verified state; `--verify` hashes every file again;
-the local pairs `models add` registered, with their paths) and `specchat rm`
+pulled, sizes, paths, verified state, the last `models check` verdict;
+`--verify` hashes every file again; the local pairs `models add`
+registered, with their paths) and `specchat rm`
 (delete what no other pulled pair needs; forget a local pair, never its files).
 """
 
@@ -73,7 +74,7 @@ _LOCAL_STATE = {"verified": "unchanged since added", "missing": "MISSING", "dama
 
 
 def _local_lines(p: dict) -> str:
-    lines = [f"  {p['name']} (local): {'ready' if p['ready'] else 'not usable'}"]
+    lines = [f"  {p['name']} (local): {'ready' if p['ready'] else 'not usable'}"] + _verdict_lines(p)
     for role in ("target", "draft"):
         f = p[role]
         if role == "draft" and p["same_file"]:
@@ -95,9 +96,15 @@ def _pair_lines(p: dict) -> str:
     about = p["description"] + (f"; {p['note']}" if p["note"] else "")
     if about:
         lines.append(f"    {about}")
+    lines += _verdict_lines(p)
     lines += _file_lines("target", p["target"], p["name"])
     lines += ["    draft   = target (the same file)"] if p["same_file"] else _file_lines("draft", p["draft"], p["name"])
     return "\n".join(lines)
+
+
+def _verdict_lines(p: dict) -> list[str]:
+    """The last `specchat models check` of the pair, where there is one."""
+    return [f"    {p['verdict']}"] if p.get("verdict") else []
 
 
 def _none_pulled(p: dict) -> bool:

@@ -12,9 +12,13 @@ def run_chat(
     server: str | None = None,
     baseline: bool = False,
     baseline_server: str | None = None,
+    *,
+    target: str | None = None,
+    draft: str | None = None,
 ) -> int:
     """Run the chat; returns the exit code (1 when the app crashed). With
-    `server`, the chat talks to a llama.cpp server (specchat.server.session)."""
+    `server`, the chat talks to a llama.cpp server (specchat.server.session);
+    with `target` (and `draft`), on those files."""
     from specchat import checks
     from specchat.config import read_settings
     from specchat.history import open_history
@@ -27,18 +31,21 @@ def run_chat(
     if theme:
         settings.theme = theme
     # A server is probed before the app starts: unreachable is one line, not an app with no model.
-    server_models = chat_models(server, pair=pair, drafter=drafter, baseline=baseline, baseline_server=baseline_server)
+    server_models = chat_models(
+        server, pair=pair, drafter=drafter, baseline=baseline, baseline_server=baseline_server, target=target
+    )
     if drafter is not None and server_models is None:
         checks.drafter(drafter)
     if k is not None:
         checks.k(k)
-    if pair is not None:
+    models = server_models or Models(target, draft)  # missing files are one line, before the app starts
+    if pair is not None and target is None:
         known_pair(pair)  # an unknown --pair is one line, before the app starts
-    if server_models is not None:
-        pair = server_models.default_pair()
+    if server_models is not None or target is not None:
+        pair = models.default_pair()
     history, note = open_history()
     app = SpecchatApp(
-        server_models or Models(),
+        models,
         settings,
         pair=pair,
         drafter=drafter,

@@ -95,29 +95,50 @@ class PairInfo:
     pulled: bool
     default: bool = False
     size: int | None = None  # bytes to download (target + draft), where known
+    local: bool = False  # the user's own files (`models add`, `--target`), not the store's
+    verdict: str = ""  # the last `specchat models check` of the pair, in one line
 
 
 class Models:
-    """The real store, pull and loader."""
+    """The real store, pull and loader; with `target` (`specchat --target PATH
+    [--draft PATH]`) those files too, as a pair named by the target's file
+    (loader.pair_files resolves them, as for run and bench)."""
 
-    remembers_pair = True
     legend_note = ""  # a local pair's accepted drafts need no note
+
+    def __init__(self, target: str | None = None, draft: str | None = None) -> None:
+        self.files: tuple[str, str | None] | None = None
+        self.file_pair = ""
+        if target is not None or draft is not None:
+            from specchat.loader import pair_files
+
+            self.file_pair, t_path, d_path = pair_files(None, target, draft)
+            self.files = (str(t_path), str(d_path) if d_path else None)
+        self.remembers_pair = self.files is None  # the settings keep a pair by name, never files by path
 
     def pairs(self) -> list[PairInfo]:
         from specchat.store.files import pair_status
 
-        return [_info(p) for p in pair_status()]
+        return self._file_info() + [_info(p) for p in pair_status()]
+
+    def _file_info(self) -> list[PairInfo]:
+        if self.files is None:
+            return []
+        about = f"files: {self.files[0]}" + (f" drafted by {self.files[1]}" if self.files[1] else "")
+        return [PairInfo(self.file_pair, about, True, local=True)]
 
     def default_pair(self) -> str:
         from specchat.store.files import default_pair_name
 
-        return default_pair_name()
+        return self.file_pair or default_pair_name()
 
     def is_pulled(self, name: str) -> bool:
         """Both files are in the store. One whose bytes changed counts too:
         opening it then fails with a message that names the file and the fix."""
         from specchat.store.files import pair_status
 
+        if self.files is not None and name == self.file_pair:
+            return True
         entry = pair_status(name)[0]
         return all(entry[role]["state"] in ("verified", "damaged") for role in ("target", "draft"))
 
@@ -148,8 +169,11 @@ class Models:
         from specchat.loader import open_session
         from specchat.sampling import SamplingParams
 
+        target, draft = self.files if self.files is not None and pair == self.file_pair else (None, None)
         return open_session(
-            pair,
+            None if target else pair,
+            target,
+            draft,
             drafter=drafter,
             k=k,
             sampling=SamplingParams(temp=settings.temperature),
@@ -162,7 +186,9 @@ class Models:
 def _info(p: dict) -> PairInfo:
     sizes = [p["target"].get("size")] + ([] if p["same_file"] else [p["draft"].get("size")])
     size = None if None in sizes else sum(sizes)
-    return PairInfo(p["name"], p.get("description", ""), p["ready"], p.get("default", False), size)
+    return PairInfo(
+        p["name"], p.get("description", ""), p["ready"], p.get("default", False), size, p["local"], p.get("verdict", "")
+    )
 
 
 # --- a llama.cpp server as the chat's model source ---------------------------------
@@ -223,7 +249,13 @@ class ServerModels:
 
 
 def chat_models(
-    url: str | None, *, pair: str | None, drafter: str | None, baseline: bool, baseline_server: str | None
+    url: str | None,
+    *,
+    pair: str | None,
+    drafter: str | None,
+    baseline: bool,
+    baseline_server: str | None,
+    target: str | None = None,
 ) -> ServerModels | None:
     """The chat's model source for `specchat --server URL`, checked before the
     app starts (an unreachable server is one line, not an app with no model);
@@ -239,7 +271,9 @@ def chat_models(
     from specchat.server.client import check_url
     from specchat.server.session import ServerSession, check_server_options
 
-    check_server_options({"--pair": pair}, drafter, baseline, baseline_server, instead="chat with a local pair")
+    check_server_options(
+        {"--pair": pair, "--target": target}, drafter, baseline, baseline_server, instead="chat with a local pair"
+    )
     probe = ServerSession(
         check_url(url), with_baseline=baseline, baseline_url=check_url(baseline_server) if baseline_server else None
     )

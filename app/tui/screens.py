@@ -188,9 +188,7 @@ class PairPicker(ModalScreen[str | None]):
             yield Static("Model pairs", classes="dialog-title")
             ol = OptionList(id="pair-list")
             for p in self.pairs:
-                mark = "●" if p.name == self.current else " "
-                state = "pulled" if p.pulled else f"not pulled{_size(p.size)}"
-                ol.add_option(Option(Content(safe_text(f"{mark} {p.name}  ·  {state}\n   {p.description}")), id=p.name))
+                ol.add_option(Option(Content(safe_text(pair_line(p, self.current))), id=p.name))
             yield ol
 
     def on_mount(self) -> None:
@@ -202,6 +200,18 @@ class PairPicker(ModalScreen[str | None]):
     @on(OptionList.OptionSelected)
     def pick(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
+
+
+def pair_line(p, current: str) -> str:
+    """A pair in the picker: name, where its files are, its description and
+    the last `specchat models check` verdict."""
+    mark = "●" if p.name == current else " "
+    if p.local:
+        state = "local" if p.pulled else "local, not usable (see `specchat models`)"
+    else:
+        state = "pulled" if p.pulled else f"not pulled{_size(p.size)}"
+    verdict = f"\n   {p.verdict}" if p.verdict else ""
+    return f"{mark} {p.name}  ·  {state}\n   {p.description}{verdict}"
 
 
 def _size(n: int | None) -> str:

@@ -1,0 +1,191 @@
+"""`specchat models check PAIR`: whether speculation can pay for this pair
+on this machine, measured, before anyone chats on it.
+
+It loads the pair and measures the target's plain step and verify cost
+curve (measure.measure_cost_curve, as bench does) and the draft model's
+step, turns them into the α a round of k drafted tokens needs to break even
+(scorecard.break_even_by_k, k = 1…8) and the best k. Then a short probe:
+the first prompt of three of the bench's suites (or the user's --prompts),
+run by bench's own runner with the same plan shape (off interleaved with
+draft, ngram and auto prompt by prompt), so its speedups are bench's. A
+speedup inside the off runs' own spread is "break-even". The verdict per
+drafter is kept for `specchat models` and the chat's pair list
+(store/verdicts.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from specchat.bench import scorecard
+from specchat.bench.measure import measure_cost_curve
+from specchat.bench.runner import Bench, Plan, open_bench_session
+from specchat.bench.scorecard import LOSS, WIN, CostCurve
+from specchat.bench.suites import Suite, load_prompts, load_suite
+from specchat.errors import SpecchatError
+from specchat.textsafe import safe_json, safe_text
+
+PROBE = ("code-edit", "summarize", "chat")  # the first prompt of each
+KS = range(1, 9)
+DRAFTERS = ("draft", "ngram", "auto")
+MAX_TOKENS = 64
+
+
+def probe_suites(prompts: str | None) -> list[Suite]:
+    """The probe: the user's prompts as one suite, or one prompt of each PROBE suite."""
+    if prompts:
+        return [load_prompts(prompts)]
+    suites = [load_suite(name) for name in PROBE]
+    return [Suite(s.name, s.prompts[:1], s.description) for s in suites]
+
+
+def check_plan(has_draft: bool, prompts: str | None, max_tokens: int) -> Plan:
+    drafters = [d for d in DRAFTERS if has_draft or d != "draft"]
+    return Plan(probe_suites(prompts), drafters, [], max_tokens, extras=False)
+
+
+def draft_step(path: Path, text: str, threads: int | None, n_gpu_layers: int) -> float:
+    """Seconds of one plain step of the draft model, timed as the target's
+    is (measure_cost_curve at one position, after the same real text)."""
+    from specchat.llamacpp import llama
+
+    model = llama.Model(path, n_ctx=2048, n_threads=threads, n_gpu_layers=n_gpu_layers)
+    try:
+        return measure_cost_curve(model, model.tokenize(text, special=False), 1).step
+    finally:
+        model.close()
+
+
+def verdict(row: dict) -> str:
+    """One drafter's verdict in words, from its overall row (scorecard.overall)."""
+    median = row["speedup_median"]
+    if median is None:
+        return "not measured"
+    if row["measured"] == WIN:
+        return f"pays here ({row['best_suite_speedup']:.1f}× on {row['best_suite']}; median {median:.2f}×)"
+    if row["measured"] == LOSS:
+        return f"loses here ({median:.2f}×)" + ("" if row["drafter"] == "auto" else ": auto will not use it")
+    lo, hi = row["noise_band"]
+    return f"break-even ({median:.2f}×, inside the off runs' spread {lo:.2f}–{hi:.2f}×)"
+
+
+def figures(report: dict, step_of_draft: float | None) -> dict:
+    """The check's JSON: the cost figures, break-even α by k, the best k, and
+    per drafter its probe figures and verdict."""
+    curve = CostCurve.from_dict(report["cost_curve"])
+    table = scorecard.break_even_by_k(curve, step_of_draft, KS)
+    drafters = {}
+    for row in report["overall"]:
+        name = row["drafter"]
+        needed = [t[name] for t in table] if name in ("draft", "ngram") else None
+        drafters[name] = {
+            **row,
+            "best_k": scorecard.best_k(row["per_position_acceptance"], needed) if needed else None,
+            "verdict": verdict(row),
+        }
+    return {
+        "schema": 1,
+        "pair": report["pair"]["name"],
+        "command": report["command"],
+        "checked_at": report["started_at"],
+        "max_tokens": report["settings"]["max_tokens"],
+        "prompts": [{"suite": s, "id": p["id"]} for s, ps in report["suites"].items() for p in ps],
+        "machine": {k: report["machine"][k] for k in ("cpu_model", "threads", "devices", "load_average")},
+        "target_step_s": curve.step,
+        "cost_curve": report["cost_curve"],
+        "draft_step_s": step_of_draft,
+        "draft_step_ratio": step_of_draft / curve.step if step_of_draft is not None else None,
+        "break_even": table,
+        "drafters": drafters,
+        "interrupted": report["interrupted"],
+    }
+
+
+def lines(result: dict) -> list[str]:
+    """The check as text."""
+    m = result["machine"]
+    out = [
+        f"specchat models check · {result['pair']} · {m['cpu_model']}, {m['threads']} threads · "
+        f"{len(result['prompts'])} prompts of {result['max_tokens']} tokens",
+        f"target step {result['target_step_s'] * 1e3:.1f} ms; "
+        + scorecard.curve_line(CostCurve.from_dict(result["cost_curve"])),
+    ]
+    if result["draft_step_s"] is not None:
+        out.append(
+            f"draft model step {result['draft_step_s'] * 1e3:.1f} ms = {result['draft_step_ratio']:.2f} target steps"
+        )
+    kinds = ["draft", "ngram"] if result["draft_step_s"] is not None else ["ngram"]
+    out.append(
+        "break-even α (tokens per verify round) by k: " + "   ".join(f"k={t['k']}" for t in result["break_even"])
+    )
+    for kind in kinds:
+        out.append(f"  {kind:<6} " + "  ".join(f"{t[kind]:5.2f}" for t in result["break_even"]))
+    for name, d in result["drafters"].items():
+        best = "" if name == "auto" else f"; best k {d['best_k'] or 'none (no k pays at the measured acceptance)'}"
+        if d["speedup_median"] is None:
+            out.append(f"{name}: not measured")
+            continue
+        lo, hi = d["speedup_range"]
+        out.append(
+            f"{name} k={d['k']}: α {d['alpha']:.2f}, speedup {d['speedup_median']:.2f}× "
+            f"(prompts {lo:.2f}–{hi:.2f}×){best}: {d['verdict']}"
+        )
+    if result["interrupted"]:
+        out.append("interrupted: the probe's figures are partial")
+    return out
+
+
+def run_check(
+    pair: str | None,
+    target: str | None = None,
+    draft: str | None = None,
+    *,
+    prompts: str | None = None,
+    max_tokens: int = MAX_TOKENS,
+    json_out: bool = False,
+    threads: int | None = None,
+    n_gpu_layers: int = -1,
+    draft_n_gpu_layers: int = -1,
+) -> int:
+    """`specchat models check`; returns the exit code (130 when stopped with Ctrl-C)."""
+    from specchat.loader import pair_files
+    from specchat.store import verdicts
+
+    label, _, d_path = pair_files(pair, target, draft)
+    plan = check_plan(d_path is not None, prompts, max_tokens)
+    status = Console(stderr=True, highlight=False)
+    with status.status(f"loading {label}"):
+        session, pair_info = open_bench_session(plan, pair, target, draft, threads, n_gpu_layers, draft_n_gpu_layers)
+    try:
+        step = None
+        if d_path is not None:
+            with status.status("timing the draft model's step"):
+                text = "\n\n".join(p.text for s in plan.suites for p in s.prompts)
+                step = draft_step(d_path, text, threads, draft_n_gpu_layers)
+        bench = Bench(session, plan, console=status)
+        bench.run()
+        report = bench.report(pair_info, command="specchat " + " ".join(sys.argv[1:]))
+    finally:
+        session.close()
+    if report["cost_curve"] is None:
+        raise SpecchatError("stopped before the cost curve was measured", hint="run the check again", code=130)
+    result = figures(report, step)
+    if target is None and not result["interrupted"]:
+        _keep(verdicts.save, label, result, status)
+    if json_out:
+        print(safe_json(result, indent=2))
+    else:
+        for line in lines(result):
+            print(safe_text(line))
+    return 130 if result["interrupted"] else 0
+
+
+def _keep(save, label: str, result: dict, status: Console) -> None:
+    """Keep the verdict for `specchat models` and the chat; a read-only data dir only warns."""
+    try:
+        save(label, result["checked_at"], {n: d["verdict"] for n, d in result["drafters"].items()})
+    except OSError as err:
+        status.print(safe_text(f"warning: cannot keep the verdict ({err.strerror or err})"), style="yellow")
