@@ -3,21 +3,22 @@ model's chat template, the engine, and the drafters.
 
 This is the one object the TUI, `specchat run` and `specchat bench` drive,
 through its public operations only: turns (reply, regenerate, edit_last),
-knobs (set_drafter, set_k), history edits (replace_messages, clear), a
-`status()` snapshot, and `using(...)` for a measured run with other
-settings. Its methods block while generating; call them from a worker
+knobs (set_drafter, set_k), history edits (replace_messages, clear), the
+memory (remember, forget, set_memory), a `status()` snapshot, and
+`using(...)` for a measured run with other settings. Its methods block while generating; call them from a worker
 thread and use `cancel` and `set_drafter`/`set_k` from any thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from specchat.costmodel import CostModel, warmup_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES
+from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
 from specchat.engine import Cancel, Engine, OnIdle, OnRound, TargetModel, Turn
 from specchat.errors import SpecchatError
@@ -41,6 +42,7 @@ class SessionStatus:
     choice: str  # auto's latest decision ("" for other drafters)
     chosen: dict[str, int] | None  # how often auto picked each option this turn (None for others)
     constraint: str = ""  # what replies must match: "JSON · person.json"; "" for free text
+    memory: int | None = None  # tokens the memory holds (None: this session has none, a server's)
 
 
 TurnT = TypeVar("TurnT", bound=Turn)
@@ -121,12 +123,18 @@ class ChatSession(Dialogue[Turn]):
         self.pair = pair
         self.system = system
         self.max_tokens = max_tokens
+        self.n_ctx = target.n_ctx
+        self.cpu_bound = target.cpu_bound  # decoding keeps every core busy: the chat waits for each batch to show
         super().__init__()
         # Where each model runs (llama.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": target.device, "draft": None}
         self.costs = CostModel(warmup_steps(self.devices["target"]))  # warm-up: 2 steps on a GPU, 0 on the CPU
         self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
-        self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint)
+        # This user's earlier replies, tokenized as this pair reads them; each
+        # turn's reply joins it, owned by `memory_owner` (the chat's conversation id).
+        self.memory = Memory(lambda text: target.tokenize(text, special=False))
+        self.memory_owner: object = None
+        self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint, self.memory)
         self.engine = Engine(
             target,
             self.drafters.get(drafter),
@@ -180,21 +188,12 @@ class ChatSession(Dialogue[Turn]):
         return self.constraint.label
 
     @property
-    def n_ctx(self) -> int:
-        return self.target.n_ctx
-
-    @property
     def context_used(self) -> int:
         return len(self.target.tokens)
 
     @property
     def sampling(self) -> SamplingParams:
         return self.engine.sampling
-
-    @property
-    def cpu_bound(self) -> bool:
-        """Decoding keeps every core busy (the chat then waits for each batch to be shown)."""
-        return self.target.cpu_bound
 
     @property
     def draft_model_loaded(self) -> bool:
@@ -216,6 +215,7 @@ class ChatSession(Dialogue[Turn]):
             drafter.choice,
             drafter.chosen,
             self.constraint.label,
+            self.memory.held if self.memory.on else None,
         )
 
     @contextmanager
@@ -234,11 +234,28 @@ class ChatSession(Dialogue[Turn]):
 
     def prompt_for(self, user_text: str) -> list[int]:
         """The prompt a fresh chat would send for this message (for measuring)."""
-        saved, self._messages = self._messages, [{"role": "user", "content": user_text}]
-        try:
-            return self.prompt_tokens()
-        finally:
-            self._messages = saved
+        return self._tokens_of([{"role": "user", "content": user_text}])
+
+    # --- the memory: this user's earlier replies ----------------------------------------
+
+    def remember(self, replies: Iterable[tuple[object, str, str]]) -> None:
+        """Offer stored replies (owner, the user's message, the reply) to the
+        memory, tokenized here: call it from any thread; the next turn takes
+        them in."""
+        for owner, user_text, reply in replies:
+            if not self.memory.on:
+                return
+            self.memory.offer_text(self.prompt_for(user_text), reply, owner)
+
+    def forget(self, owner: object) -> None:
+        """Drop what `owner` (a conversation's id) put in the memory."""
+        self.memory.forget(owner)
+
+    def set_memory(self, on: bool) -> None:
+        """Draft from the memory, or not; off empties it."""
+        self.memory.on = on
+        if not on:
+            self.memory.clear()
 
     def _generate(self, on_round, cancel, on_idle) -> Turn:
         prompt, dropped = self._prompt_that_fits()
@@ -247,6 +264,8 @@ class ChatSession(Dialogue[Turn]):
         turn.dropped_turns = dropped
         turn.prompt = prompt
         self._messages.append({"role": "assistant", "content": turn.text})
+        self.memory.offer([*prompt[-PROMPT_TAIL:], *turn.tokens], self.memory_owner)
+        turn.stats.memory_held = self.memory.held if self.memory.on else None
         return turn
 
     def plain_reference(self, turn: Turn) -> list[int]:
@@ -256,7 +275,10 @@ class ChatSession(Dialogue[Turn]):
             return self.engine.generate(turn.prompt, len(turn.tokens) + (turn.finish == "eos")).tokens
 
     def prompt_tokens(self) -> list[int]:
-        msgs = ([{"role": "system", "content": self.system}] if self.system else []) + self._messages
+        return self._tokens_of(self._messages)
+
+    def _tokens_of(self, messages: list[dict]) -> list[int]:
+        msgs = ([{"role": "system", "content": self.system}] if self.system else []) + messages
         return self.target.tokenize(self.target.apply_template(msgs), special=True)
 
     def _prompt_that_fits(self) -> tuple[list[int], int]:

@@ -6,32 +6,18 @@ history; the colours themselves are the themes'."""
 from __future__ import annotations
 
 import re
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from specchat.stats import Round
 
-
-class RoundText(Protocol):
-    """What the spans of a round are made of: a stats.Round, or a server's
-    counts.Chunk, which reads like one."""
-
-    @property
-    def mode(self) -> str: ...
-    @property
-    def drafter(self) -> str: ...
-    @property
-    def forced_text(self) -> str: ...
-    @property
-    def accepted_text(self) -> str: ...
-    @property
-    def rejected_text(self) -> str: ...
-    @property
-    def target_text(self) -> str: ...
+if TYPE_CHECKING:
+    from specchat.server.counts import Chunk
 
 
-def round_spans(r: RoundText) -> list[dict]:
+def round_spans(r: Round | Chunk) -> list[dict]:
     """One round as coloured spans: accepted drafts, rejected drafts, then the
-    target's token. In hybrid mode the source reads hybrid:ngram / hybrid:draft."""
+    target's token. In hybrid mode the source reads hybrid:ngram / hybrid:draft.
+    A server's counts.Chunk reads like a Round here (mode, drafter, the texts)."""
     source = f"hybrid:{r.drafter}" if r.mode == "hybrid" else r.drafter
     forced = "hybrid:grammar" if r.mode == "hybrid" else "grammar"
     parts = (

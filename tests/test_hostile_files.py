@@ -9,8 +9,10 @@ theme files in the config folder, the real app under Pilot.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,34 +29,20 @@ GOOD_STATS = {"drafters": ["ngram"], "alpha": 2.5, "drafted": 4, "accepted": 3, 
 REPLY = {"role": "assistant", "content": "bad reply", "finish": "eos", "stats_json": None,
          "spans_json": '[{"text": "bad reply", "kind": "target", "drafter": "target"}]'}
 
-# (what the stored row holds instead of what specchat writes, the marker's reason)
-BAD_ROWS = {
-    "span text a number": ({"spans_json": '[{"text": 5, "kind": "target", "drafter": "target"}]'},
-                           "spans_json[0].text is 5, not text"),
-    "stats a list": ({"stats_json": "[1, 2]"}, "stats_json is [1, 2], not an object"),
-    "spans not a list": ({"spans_json": '{"text": "x"}'}, "spans_json is {'text': 'x'}, not a list"),
-    "span not an object": ({"spans_json": '["bad reply"]'}, "spans_json[0] is 'bad reply', not an object"),
-    "span without its drafter": ({"spans_json": '[{"text": "x", "kind": "target"}]'},
-                                 "spans_json[0].drafter is missing, not text"),
-    "span of an unknown kind": ({"spans_json": '[{"text": "x", "kind": "bold", "drafter": "target"}]'},
-                                "spans_json[0].kind is 'bold', not one of accepted, rejected, target"),
-    "unknown role": ({"role": "system"}, "role is 'system', not user or assistant"),
-    "content a blob": ({"content": b"\x00\xff"}, "content is b'\\x00\\xff', not text"),
-    "finish a blob": ({"finish": b"eos"}, "finish is b'eos', not text"),
-    "stats not JSON": ({"stats_json": "{alpha: 1"}, "stats_json is not JSON"),
-    "stats nested past any parser": ({"stats_json": "[" * 100_000}, "stats_json is not JSON"),
-    "NaN in stats": ({"stats_json": '{"alpha": NaN}'}, "stats_json.alpha is nan, not a number from 0 to 1e12"),
-    "infinite speedup": ({"stats_json": '{"speedup": 1e309}'}, "stats_json.speedup is inf, not a number from 0 to 1e12 or null"),
-    "huge count": ({"stats_json": '{"drafted": 100000000000000000000}'},
-                   "stats_json.drafted is 100000000000000000000, not a whole number from 0 to 1e12"),
-    "negative time": ({"stats_json": '{"t_decode": -3.5}'}, "stats_json.t_decode is -3.5, not a number from 0 to 1e12"),
-    "rate above one": ({"stats_json": '{"acceptance_rate": 3.75}'}, "stats_json.acceptance_rate is 3.75, not a share from 0 to 1"),
-    "drafters a string": ({"stats_json": '{"drafters": "ngram"}'}, "stats_json.drafters is 'ngram', not a list of names"),
-    "more accepted than drafted": ({"stats_json": '{"drafted": 8, "accepted": 30}'},
-                                   "stats_json says 30 accepted of 8 drafted"),
-    "server counters without counts": ({"stats_json": '{"source": "server", "timings_sent": true, "counters": true}'},
-                                       "stats_json has no accepted"),
-}
+
+
+def _decoded(row: dict) -> dict:
+    """A case's columns as sqlite3 gets them: {"bytes": HEX} is a blob, {"repeat": S, "times": N} is S * N."""
+    def value(v):
+        if isinstance(v, dict):
+            return bytes.fromhex(v["bytes"]) if "bytes" in v else v["repeat"] * v["times"]
+        return v
+    return {column: value(v) for column, v in row.items()}
+
+
+# Each case: what the stored row holds instead of what specchat writes, and the marker's reason.
+ROWS_FILE = Path(__file__).parent / "data" / "hostile_rows.json"
+BAD_ROWS = {name: (_decoded(case["row"]), case["reason"]) for name, case in json.loads(ROWS_FILE.read_text()).items()}
 
 
 def _store(path, bad: dict) -> int:

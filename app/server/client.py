@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Literal, overload
+from typing import Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -135,33 +135,23 @@ class Fields:
             raise self._wrong(key, value, "a list")
         return [Fields(item, self.server, self.answer, f"{self._name(key)}[{i}]") for i, item in enumerate(value)]
 
-    @overload
-    def count(self, key: str) -> int | None: ...
-    @overload
-    def count(self, key: str, default: int) -> int: ...
-    @overload
-    def count(self, key: str, default: None) -> int | None: ...
-    def count(self, key: str, default: int | None = None) -> int | None:
-        """A whole number from 0 to MAX_COUNT."""
+    def count(self, key: str) -> int | None:
+        """A whole number from 0 to MAX_COUNT; None where it is missing."""
         value = self.value.get(key)
-        if value is None:
-            return default
         whole = int(value) if isinstance(value, float) and value.is_integer() else value
-        if isinstance(whole, bool) or not isinstance(whole, int) or not 0 <= whole <= MAX_COUNT:
-            raise self._wrong(key, value, f"a count from 0 to {MAX_COUNT}")
-        return whole
+        if whole is None or (isinstance(whole, int) and not isinstance(whole, bool) and 0 <= whole <= MAX_COUNT):
+            return whole
+        raise self._wrong(key, value, f"a count from 0 to {MAX_COUNT}")
 
-    @overload
-    def number(self, key: str) -> float | None: ...
-    @overload
-    def number(self, key: str, default: float) -> float: ...
-    @overload
-    def number(self, key: str, default: None) -> float | None: ...
-    def number(self, key: str, default: float | None = None) -> float | None:
-        """A finite number from 0 to MAX_NUMBER (a rate, a time)."""
+    def count_or(self, key: str, default: int) -> int:
+        found = self.count(key)
+        return default if found is None else found
+
+    def number(self, key: str) -> float | None:
+        """A finite number from 0 to MAX_NUMBER (a rate, a time); None where it is missing."""
         value = self.value.get(key)
         if value is None:
-            return default
+            return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_NUMBER:
             raise self._wrong(key, value, f"a number from 0 to {MAX_NUMBER:.0e}")
         return float(value)

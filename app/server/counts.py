@@ -89,9 +89,9 @@ class Totals:
         t = timings if isinstance(timings, Fields) else Fields(timings, self.server, "stream event", "timings")
         if not t.value:
             return Chunk(text, None)
-        predicted = t.count("predicted_n", self.predicted)
-        drafted = t.count("draft_n", self.drafted)
-        accepted = t.count("draft_n_accepted", self.accepted)
+        predicted = t.count_or("predicted_n", self.predicted)
+        drafted = t.count_or("draft_n", self.drafted)
+        accepted = t.count_or("draft_n_accepted", self.accepted)
         self._check(predicted, drafted, accepted)
         read_clock(t, self.server)
         self.timings = t.value
@@ -122,7 +122,7 @@ def _context(timings: dict | None, server: str = "?") -> int:
     if not timings:
         return 0
     t = Fields(timings, server, "stream event", "timings")
-    return sum(t.count(key, 0) for key in ("cache_n", "prompt_n", "predicted_n"))
+    return sum(t.count_or(key, 0) for key in ("cache_n", "prompt_n", "predicted_n"))
 
 
 @dataclass
@@ -150,10 +150,10 @@ def server_stats(totals: Totals, wall: float) -> ServerStats:
     s = ServerStats(timings_sent=totals.timings is not None, counters=totals.counters, alpha_exact=totals.exact)
     t = Fields(totals.timings or {}, totals.server, "stream event", "timings")
     s.tokens = totals.predicted
-    s.t_decode = (t.number("predicted_ms", 0.0) / 1000) if totals.timings else wall
+    s.t_decode = ((t.number("predicted_ms") or 0.0) / 1000) if totals.timings else wall
     s.tok_s, s.prefill_tok_s = read_clock(t, totals.server)
     s.spec_tok_s = s.tok_s
-    s.prefill_tokens = t.count("prompt_n", 0)
+    s.prefill_tokens = t.count_or("prompt_n", 0)
     if totals.counters:
         s.drafted, s.accepted = totals.drafted, totals.accepted
         s.acceptance_rate = s.accepted / s.drafted if s.drafted else 0.0

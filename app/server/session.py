@@ -248,7 +248,7 @@ class ServerSession(Dialogue[ServerTurn]):
                 for event in events:
                     content, finish, timings = read_event(event)
                     texts += bool(content)
-                    if max(texts, timings.count("predicted_n", 0) if timings else 0) > self.max_tokens:
+                    if max(texts, timings.count_or("predicted_n", 0) if timings else 0) > self.max_tokens:
                         turn.finish = "length"  # the server went past max_tokens: the client stops at the cap
                         return
                     text += content
@@ -285,7 +285,7 @@ class ServerSession(Dialogue[ServerTurn]):
             raise SpecchatError("cancelled before the baseline finished")
         timings = reply.node("timings")
         rate = clock_rate(timings, "predicted", client.url)
-        drafted = timings.count("draft_n", 0)
+        drafted = timings.count_or("draft_n", 0)
         if "predicted_per_second" not in timings:
             raise SpecchatError(f"the baseline server at {client.url} sends no timings", hint="use a llama-server")
         if drafted:
@@ -295,7 +295,9 @@ class ServerSession(Dialogue[ServerTurn]):
                 hint="start the baseline server without -md and without --spec-type",
             )
         if not rate:
-            raise inconsistent(client.url, f"a --baseline reply of {timings.count('predicted_n', 0)} tokens at 0 tok/s")
+            raise inconsistent(
+                client.url, f"a --baseline reply of {timings.count_or('predicted_n', 0)} tokens at 0 tok/s"
+            )
         check_clock(timings, time.perf_counter() - t0, client.url)
         choices = reply.nodes("choices")
         message = choices[0].node("message") if choices else None
