@@ -265,6 +265,7 @@ class ChatSession(Dialogue[Turn]):
         turn.prompt = prompt
         self._messages.append({"role": "assistant", "content": turn.text})
         self.memory.offer([*prompt[-PROMPT_TAIL:], *turn.tokens], self.memory_owner)
+        self.memory.absorb()  # this thread drafts: the reply is there for the next turn, ^r's included
         turn.stats.memory_held = self.memory.held if self.memory.on else None
         return turn
 

@@ -264,6 +264,9 @@ def run(
         False, "--check-identical", help="Also decode plainly and compare the output."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    no_history: bool = typer.Option(
+        False, "--no-history", help="Neither draft from the stored replies nor record this turn in the history."
+    ),
     threads: int | None = typer.Option(
         None, "--threads", help="CPU threads, 1 to 4 per core (default: physical cores)."
     ),
@@ -363,9 +366,21 @@ def run(
             verbose=verbose,
         )
         session.set_constraint(constraint)
-        raise typer.Exit(run_once(session, prompt, json_out=json_out, identical=check_identical))
+        history = None if no_history else _history()
+        raise typer.Exit(run_once(session, prompt, json_out=json_out, identical=check_identical, history=history))
     except SpecchatError as err:
         _fail(err)
+
+
+def _history():
+    """The history `run` drafts from and records in; a note on stderr where it is not the usual one."""
+    from specchat.history import open_history
+    from specchat.textsafe import safe_text
+
+    history, note = open_history()
+    if note:
+        typer.secho(f"warning: {safe_text(note)}", fg="yellow", err=True)
+    return history
 
 
 def _prompt(arg: str | None) -> str:

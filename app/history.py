@@ -31,6 +31,7 @@ import os
 import reprlib
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,6 +77,9 @@ class Message:
         return f"this message could not be read: {self.problem}"
 
 
+Replies = list[tuple[int, str, str]]  # (conversation id, the user's message, the reply)
+
+
 @dataclass
 class Conversation:
     id: int
@@ -93,6 +97,7 @@ class History:
         self.path = path or paths.history_db()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, check_same_thread=False)
+        self.on_delete: list[Callable[[int], None]] = []  # told each deleted conversation's id (the memory)
         self.db.text_factory = lambda raw: raw.decode("utf-8", "replace")  # a stray byte is not a crash
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -158,6 +163,34 @@ class History:
     def delete(self, conv_id: int) -> None:
         with self.db:
             self.db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+        for forget in self.on_delete:
+            forget(conv_id)
+
+    def replies(self) -> Replies:
+        """(conversation id, the user's message, the reply) of every stored
+        reply, least recently updated conversation first: what the memory
+        (drafters/memory.py) is filled from. Unreadable rows are left out."""
+        rows = self.db.execute(
+            "SELECT m.conversation_id, m.role, m.content FROM messages m "
+            "JOIN conversations c ON c.id = m.conversation_id ORDER BY c.updated, c.id, m.seq"
+        ).fetchall()
+        out: Replies = []
+        asked = None
+        for conv_id, role, content in rows:
+            if not isinstance(content, str):
+                asked = None
+            elif role == "user":
+                asked = (conv_id, content)
+            elif role == "assistant" and asked is not None and asked[0] == conv_id:
+                out.append((conv_id, asked[1], content))
+        return out
+
+    def record(self, pair: str, user_text: str, reply: Message) -> int:
+        """One exchange as a new conversation (what `specchat run` keeps); its id."""
+        conv_id = self.new_conversation(title_for(user_text), pair)
+        self.add_message(conv_id, Message("user", user_text))
+        self.add_message(conv_id, reply)
+        return conv_id
 
     # --- messages ------------------------------------------------------------------
 
@@ -189,6 +222,12 @@ class History:
 
     def export_markdown(self, conv_id: int) -> str:
         return to_markdown(self.load(conv_id))
+
+
+def title_for(text: str) -> str:
+    """A conversation's title: the first line of its first message, cut at 60 characters."""
+    line = text.strip().splitlines()[0] if text.strip() else "New chat"
+    return line[:60] + ("…" if len(line) > 60 else "")
 
 
 def to_markdown(conv: Conversation) -> str:
@@ -312,7 +351,7 @@ def _or_none(check):
     return lambda v: v is None or check(v)
 
 
-_COUNTS = ("tokens", "verify_rounds", "drafted", "accepted", "prefill_tokens", "plain_steps")
+_COUNTS = ("tokens", "verify_rounds", "drafted", "accepted", "prefill_tokens", "plain_steps", "memory_accepted")
 _AMOUNTS = ("alpha", "tok_s", "spec_tok_s", "prefill_tok_s", "t_draft", "t_verify", "t_plain", "t_other", "t_decode")
 # What each stats key must hold (stats.TurnStats.to_dict(), server.counts.ServerStats, "drafters"),
 # and how the marker says it. Keys not listed are kept and read by no one.
@@ -322,7 +361,7 @@ _STATS = {
     **{key: (_or_none(_amount), "a number from 0 to 1e12 or null") for key in ("baseline_tok_s", "speedup", "t_llama")},
     "acceptance_rate": (_share, "a share from 0 to 1"),
     "per_position_acceptance": (lambda v: isinstance(v, list) and all(map(_share, v)), "a list of shares from 0 to 1"),
-    "first_divergence": (_or_none(_count), "a whole number from 0 to 1e12 or null"),
+    **{key: (_or_none(_count), "a whole number from 0 to 1e12 or null") for key in ("first_divergence", "memory_held")},
     "identical": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     **{key: (lambda v: isinstance(v, bool), "true or false") for key in ("timings_sent", "counters", "alpha_exact")},
     **{key: (lambda v: isinstance(v, str), "text") for key in ("source", "baseline_error")},

@@ -7,7 +7,11 @@ on stdout; piped or redirected, stdout carries exactly the reply, as
 --json's "text" has it, and one line end, and the stats go to stderr.
 
 On a terminal the model's text goes through `safe_text`: a token that holds
-ESC shows as ␛, it never drives the terminal. Off one it is data, exact."""
+ESC shows as ␛, it never drives the terminal. Off one it is data, exact.
+
+With a history (the default; --no-history runs without one) the turn
+drafts from the memory of every stored reply and is then recorded as a
+conversation of its own, as the chat records its turns."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from rich.text import Text
 from specchat.chat import ChatSession
 from specchat.display import round_spans, spans, stats_fields
 from specchat.engine import Turn
+from specchat.history import History, Message
 from specchat.stats import Round, TurnStats, first_difference
 from specchat.textsafe import safe_json, safe_text
 from specchat.themes import SPEC_DEFAULTS, span_style
@@ -139,9 +144,21 @@ def constraint_line(report: dict) -> str:
     )
 
 
-def run_once(session: ChatSession, prompt: str, *, json_out: bool, identical: bool) -> int:
+def record(history: History, session: ChatSession, prompt: str, turn: Turn) -> None:
+    """The turn as a conversation in the history, with its stats and spans as the chat keeps them."""
+    stats = {**turn.stats.to_dict(), "drafters": [session.drafter_name]}
+    history.record(session.pair, prompt, Message("assistant", turn.text, turn.finish, stats, spans(turn.rounds)))
+
+
+def run_once(
+    session: ChatSession, prompt: str, *, json_out: bool, identical: bool, history: History | None = None
+) -> int:
     out = None if json_out else Output()
+    if history is not None:
+        session.remember(history.replies())  # taken in before the turn's clock starts
     turn = session.reply(prompt, on_round=out.round if out else None)
+    if history is not None:
+        record(history, session, prompt, turn)
     if identical:
         check_identical(session, turn)
     if out is None:

@@ -70,6 +70,8 @@ class TurnStats:
     identical: bool | None = None
     first_divergence: int | None = None
     source: str = "local"  # decoded here; a server reply's stats say "server" (display.LINES)
+    memory_accepted: int = 0  # accepted tokens the memory drafted
+    memory_held: int | None = None  # tokens the memory held after the turn (None: no memory)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -103,6 +105,7 @@ def summarize(
     s.drafted = sum(r.drafted for r in verify)
     s.accepted = sum(len(r.accepted) for r in verify)
     s.acceptance_rate = s.accepted / s.drafted if s.drafted else 0.0
+    s.memory_accepted = sum(len(r.accepted) for r in verify if r.drafter == "memory")
     s.per_position_acceptance = per_position_acceptance(verify)
     s.t_draft = sum(r.t_draft for r in rounds)
     s.t_verify = sum(r.t_verify for r in verify)

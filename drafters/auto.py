@@ -2,8 +2,8 @@
 expected tokens per second — a plain step (k = 0) included.
 
 Expected tokens come from live acceptance estimates (decayed): per position
-for the draft model; for n-gram one rate per match length, shared by every
-position, because a copied span goes on agreeing until the copy ends, so
+for the draft model; for n-gram and memory copies one rate per match length,
+shared by every position, because a copied span goes on agreeing until the copy ends, so
 what short drafts learn also prices long ones. Costs come from the
 engine's measured cost curve and each drafter's measured cost per token.
 So on a CPU where a verify of k+1 positions costs ~k+1 steps, auto drafts
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specchat.costmodel import CostModel
-from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, NgramPart
+from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, MemoryPart, NgramPart
 
 EXPLORE_EVERY = 32  # one round in this many judges the options optimistically
 MAX_BUCKET = 16  # n-gram matches this long or longer share one estimate
@@ -68,6 +68,11 @@ class CopyRate(Acceptance):
         self.hits[0] = self.decay * self.hits[0] + accepted
 
 
+def copy_rates() -> dict[int, CopyRate]:
+    """A copy's rate per match length: the longer the match, the higher the prior."""
+    return {b: CopyRate(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, MAX_BUCKET + 1)}
+
+
 class AutoDrafter(Drafter):
     name = "auto"
     needs_costs = True  # the engine calibrates its cost model for us
@@ -79,13 +84,16 @@ class AutoDrafter(Drafter):
         costs: CostModel,
         draft_cost_prior: float = 0.5,  # draft step / target step, before measuring
         grammar: GrammarPart | None = None,
+        memory: MemoryPart | None = None,
     ) -> None:
         super().__init__()
         self.ngram, self.model, self.costs, self.grammar = ngram, model, costs, grammar
+        self.memory = memory
         # Forced tokens disagree only where the target picks another tokenization
         # of the same text: a high prior, per position like the draft model's.
         self.grammar_acc = Acceptance(prior=0.9)
-        self.ngram_acc = {b: CopyRate(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, MAX_BUCKET + 1)}
+        self.ngram_acc = copy_rates()
+        self.memory_acc = copy_rates()
         self.model_acc = Acceptance(prior=0.6)
         self.draft_cost_prior = draft_cost_prior
         self.draft_step: float | None = None  # measured seconds per drafted token
@@ -99,6 +107,8 @@ class AutoDrafter(Drafter):
 
     def begin(self, context: Sequence[int]) -> None:
         self.ngram.begin(context)
+        if self.memory is not None:
+            self.memory.absorb()
         if self.model is not None and (self.model.loaded or self._model_may_pay()):
             self.model.begin(context)  # load and prefill now, not inside a timed round
         self.chosen = {}  # counted per turn
@@ -125,7 +135,7 @@ class AutoDrafter(Drafter):
         if best is None or k <= 0:
             return self._decide("off", None, Draft(source="off"))
         _, source, length, acc, candidate = best
-        if source in ("ngram", "grammar"):
+        if source in ("ngram", "grammar", "memory"):
             return self._decide(f"{source} k={length}", acc, Draft(candidate[:length], source=source))
         assert self.model is not None  # _options offers a draft only from a loaded model
         draft = self.model.propose(context, length)
@@ -152,6 +162,13 @@ class AutoDrafter(Drafter):
             length, rate = self._best_length(acc, len(candidate), 0.0, optimism, warmup)
             if length:
                 yield rate, "ngram", length, acc, candidate
+        found = self.memory.candidate(context, k) if self.memory is not None else None
+        if found is not None:
+            match, candidate = found
+            acc = self.memory_acc[min(match, MAX_BUCKET)]
+            length, rate = self._best_length(acc, len(candidate), 0.0, optimism, warmup)
+            if length:
+                yield rate, "memory", length, acc, candidate
         if self.model is not None and self.model.loaded:
             fixed = warmup + self.model.catch_up_cost(context)
             length, rate = self._best_length(self.model_acc, k, self._draft_step(), optimism, fixed)

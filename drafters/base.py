@@ -6,8 +6,9 @@ The engine verifies them on the target; the drafter never decides what is
 output. Hooks default to no-ops, so a drafter implements only what it needs.
 
 Hybrid and auto draft through the other drafters (registry.Drafters builds
-one of each and shares it): `NgramPart`, `DraftModelPart` and `GrammarPart`
-name all they may ask of the n-gram, draft model and grammar drafters.
+one of each and shares it): `NgramPart`, `DraftModelPart`, `GrammarPart` and
+`MemoryPart` name all they may ask of the n-gram, draft model and grammar
+drafters and of the memory.
 """
 
 from __future__ import annotations
@@ -113,3 +114,12 @@ class GrammarPart(Protocol):
 
     def settle(self, draft: Draft, n_accepted: int) -> None: ...
     def propose(self, context: Sequence[int], k: int) -> Draft: ...
+
+
+@runtime_checkable
+class MemoryPart(Protocol):
+    """The memory (memory.py): what this user's earlier replies said; hybrid
+    drafts from it, auto prices its copies."""
+
+    def absorb(self) -> None: ...  # take in the replies offered since the last turn
+    def candidate(self, context: Sequence[int], k: int) -> tuple[int, list[int]] | None: ...  # (match, tokens)

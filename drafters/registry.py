@@ -12,6 +12,7 @@ from specchat.drafters.base import Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.grammar import GrammarDrafter
 from specchat.drafters.hybrid import HybridDrafter
+from specchat.drafters.memory import Memory, MemoryDrafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
@@ -33,12 +34,14 @@ class Drafters:
         costs: CostModel | None = None,
         draft_cost_prior: float = 0.5,
         constraint: Constraint | None = None,
+        memory: Memory | None = None,
     ) -> None:
         self.load_draft_model = load_draft_model
         self.constraint = constraint or Constraint()  # the reply's grammar, shared with the engine
         self.sampling = sampling
         self.costs = costs or CostModel()  # shared with the engine, for auto
         self.draft_cost_prior = draft_cost_prior
+        self.memory = memory or Memory(tokenize=lambda text: [])  # this user's earlier replies
         self._made: dict[str, Drafter] = {}
 
     def get(self, name: str) -> Drafter:
@@ -70,14 +73,16 @@ class Drafters:
             return NgramDrafter()
         if name == "grammar":
             return GrammarDrafter(self.constraint)
+        if name == "memory":
+            return MemoryDrafter(self._ngram(), self.memory)
         if name == "auto":
             model = self.draft_model() if self.load_draft_model else None
-            return AutoDrafter(self._ngram(), model, self.costs, self.draft_cost_prior, self._grammar())
+            return AutoDrafter(self._ngram(), model, self.costs, self.draft_cost_prior, self._grammar(), self.memory)
         if self.load_draft_model is None:
             raise SpecchatError(f"drafter {name!r} needs a draft model", hint="pass --draft GGUF or use a --pair")
         if name == "draft":
             return DraftModelDrafter(self.load_draft_model, self.sampling, self.constraint)
-        return HybridDrafter(self._ngram(), self.draft_model(), self._grammar())
+        return HybridDrafter(self._ngram(), self.draft_model(), self._grammar(), self.memory)
 
     def close(self) -> None:
         for d in self._made.values():

@@ -8,6 +8,8 @@ Every theme sets the spec variables the TUI's styles use:
 - `spec-model`     accepted tokens the draft model proposed (hybrid mode)
 - `spec-grammar`   accepted tokens the grammar forced (the grammar drafter,
                    and its part of a hybrid or auto draft)
+- `spec-memory`    accepted tokens copied from the memory (this user's earlier
+                   replies), in any mode
 - `spec-good`      a speedup above 1
 - `spec-bad`       a speedup below 1
 
@@ -40,7 +42,16 @@ from textual.theme import Theme
 
 from specchat.textsafe import safe_text
 
-SPEC_VARIABLES = ("spec-accepted", "spec-rejected", "spec-ngram", "spec-model", "spec-grammar", "spec-good", "spec-bad")
+SPEC_VARIABLES = (
+    "spec-accepted",
+    "spec-rejected",
+    "spec-ngram",
+    "spec-model",
+    "spec-grammar",
+    "spec-memory",
+    "spec-good",
+    "spec-bad",
+)
 
 # Fallbacks for themes that don't name the spec colours (Textual's own, say).
 SPEC_DEFAULTS = {
@@ -49,6 +60,7 @@ SPEC_DEFAULTS = {
     "spec-ngram": "#4ec96b",
     "spec-model": "#3fb8c4",
     "spec-grammar": "#c58af9",
+    "spec-memory": "#e8c547",
     "spec-good": "#4ec96b",
     "spec-bad": "#e0605e",
 }
@@ -88,6 +100,7 @@ LIGHT = Theme(
         "spec-ngram": "#1a7f37",
         "spec-model": "#0b6e79",
         "spec-grammar": "#8250df",
+        "spec-memory": "#9a6700",
         "spec-good": "#1a7f37",
         "spec-bad": "#c62828",
     },
@@ -114,6 +127,7 @@ COLORBLIND = Theme(
         "spec-ngram": "#56b4e9",
         "spec-model": "#cc79a7",
         "spec-grammar": "#009e73",
+        "spec-memory": "#f0e442",
         "spec-good": "#56b4e9",
         "spec-bad": "#e69f00",
     },
@@ -140,6 +154,7 @@ HIGH_CONTRAST = Theme(
         "spec-ngram": "#00ff00",
         "spec-model": "#00ffff",
         "spec-grammar": "#ff00ff",
+        "spec-memory": "#ffff00",
         "spec-good": "#00ff00",
         "spec-bad": "#ff4040",
     },
@@ -176,12 +191,14 @@ def span_style(kind: str, drafter: str, resolve=lambda var: f"${var}") -> str:
 
 
 # Accepted tokens coloured by who proposed them: in hybrid mode each source;
-# grammar-forced tokens in any mode (grammar, hybrid, auto).
+# grammar-forced and memory-copied tokens in any mode (memory, hybrid, auto).
 HYBRID_SOURCES = {
     "hybrid:ngram": "spec-ngram",
     "hybrid:draft": "spec-model",
     "hybrid:grammar": "spec-grammar",
     "grammar": "spec-grammar",
+    "hybrid:memory": "spec-memory",
+    "memory": "spec-memory",
 }
 
 

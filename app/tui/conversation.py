@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from specchat.history import Conversation as StoredConversation
-from specchat.history import History
+from specchat.history import History, title_for
 from specchat.history import Message as Stored
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class Conversation:
         try:
             if self.id is None:
                 pair = self.session.pair if self.session else ""
-                self.id = self.history.new_conversation(_title(title or msg.content), pair)
+                self.id = self.history.new_conversation(title_for(title or msg.content), pair)
             self.history.add_message(self.id, msg)
         except sqlite3.Error as err:
             self._stop_saving(err)
@@ -108,8 +108,3 @@ class Conversation:
     def _stop_saving(self, err: Exception) -> None:
         self.history = None
         self.warn(f"cannot save to the history ({err}); chatting without saving from now on")
-
-
-def _title(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "New chat"
-    return line[:60] + ("…" if len(line) > 60 else "")

@@ -1,0 +1,162 @@
+"""The memory drafter: what it holds, what it proposes, what it forgets, and
+that drafting from it never changes a reply (fake model, real SQLite)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from specchat.chat import ChatSession
+from specchat.drafters.memory import CAPACITY, KEY_N, MIN_MATCH, Memory, MemoryDrafter, MemoryIndex
+from specchat.drafters.ngram import NgramDrafter
+from specchat.engine import Engine
+from specchat.history import History, Message
+from specchat.sampling import SamplingParams
+from tests.support.fake_model import FakeModel
+from tests.test_engine_fake import PROMPT, exact_second_token_distribution
+
+QUESTION = "the cat sat on the mat and then it ran"
+
+
+def session(drafter: str = "memory", temp: float = 0.0) -> ChatSession:
+    model = FakeModel(seed=0, n_vocab=120)  # its greedy replies repeat no two tokens: no copy within a reply
+    return ChatSession(
+        model, drafter=drafter, k=16, baseline_every=0, max_tokens=60, sampling=SamplingParams(temp=temp, seed=7)
+    )
+
+
+# --- the index: bound, cost, eviction --------------------------------------------------------
+
+
+def test_ten_thousand_replies_stay_inside_the_bound_and_a_proposal_stays_cheap():
+    rng = np.random.default_rng(0)
+    index = MemoryIndex()
+    replies = [rng.integers(1, 8, 300).tolist() for _ in range(10_000)]  # 3M tokens, a small vocabulary: many sightings
+    for i, reply in enumerate(replies):
+        index.add(reply, owner=i)
+    assert index.end == 10_000 * 301 > CAPACITY  # more was offered than the ring holds
+    assert CAPACITY - 10_000 < index.held <= CAPACITY
+    assert index.tokens.nbytes + index.prev.nbytes + index.head.nbytes <= 48 * 2**20
+    assert 0 not in index.runs  # the oldest reply was evicted whole; the newest are kept
+    assert 9_999 in index.runs
+    context = replies[9_999][:40]
+    match, tokens = index.candidate(context, 16)
+    assert match == 40 and tokens == replies[9_999][40 : 40 + len(tokens)]
+    costs = []
+    for probe in [context, rng.integers(1, 8, 200).tolist()] * 100:
+        t0 = time.perf_counter()
+        index.candidate(probe, 16)
+        costs.append(time.perf_counter() - t0)
+    assert statistics.median(costs) < 0.3e-3  # a cost bound, not a speed claim
+
+
+def test_the_newest_reply_is_copied_and_a_weak_match_drafts_nothing():
+    memory = Memory(tokenize=lambda text: [])
+    drafter = MemoryDrafter(NgramDrafter(), memory)
+    reply = list(range(100, 140))
+    memory.offer([1, 2, 3, *reply])
+    drafter.begin([50])
+    assert drafter.propose([60, 61, 1, 2, 3, *reply[:12]], 16).tokens == reply[12:27]  # match 15: 15 tokens
+    assert drafter.propose([60, 61, *reply[:12]], 16).source == "memory"
+    short = [70, 71, *reply[: MIN_MATCH - 1]]
+    assert memory.candidate(short, 16)[0] == MIN_MATCH - 1 >= KEY_N
+    fresh = MemoryDrafter(NgramDrafter(), memory)
+    fresh.begin(short)
+    assert fresh.propose(short, 16).tokens == []  # known, but too weak to draft
+
+
+def test_two_replies_that_part_ways_draft_only_up_to_the_parting():
+    memory = Memory(tokenize=lambda text: [])
+    shared = list(range(200, 220))
+    memory.offer([*shared, 1, 2, 3, 4, 5, 6])
+    memory.offer([*shared, 1, 2, 9, 9, 9, 9])
+    memory.absorb()
+    assert memory.candidate(shared, 16) == (20, [1, 2])
+
+
+# --- forgetting ----------------------------------------------------------------------------
+
+
+def test_deleting_a_conversation_removes_its_ngrams_from_the_memory(tmp_path):
+    history = History(tmp_path / "history.sqlite3")
+    kept = history.record("fake", "a question kept", Message("assistant", "the cat sat on the mat and then it ran"))
+    gone = history.record("fake", "a question gone", Message("assistant", "a dog who was very big ran to see code"))
+    s = session()
+    history.on_delete.append(s.forget)
+    s.remember(history.replies())
+    s.memory.absorb()
+    drafter = s.drafters.get("memory")
+    tokenize = s.memory.tokenize
+    dog, cat = tokenize("a dog who was very big ran to see code"), tokenize("the cat sat on the mat and then it ran")
+    assert drafter.propose([1, *dog[:10]], 16).tokens == dog[10:20]
+    assert drafter.propose([1, *cat[:10]], 16).tokens == cat[10:20]
+    held = s.memory.held
+    history.delete(gone)
+    s.memory.absorb()  # a turn's begin takes the deletion in
+    assert drafter.propose([1, *dog[:10]], 16).tokens == []
+    assert s.memory.index.candidate([1, *dog[:10]], 16) is None
+    assert drafter.propose([1, *cat[:10]], 16).tokens == cat[10:20]
+    assert s.memory.held < held and set(s.memory.index.runs) == {kept}
+    history.close()
+
+
+def test_turning_the_memory_off_empties_it():
+    s = session()
+    s.reply(QUESTION)
+    assert s.status().memory > 0
+    s.set_memory(False)
+    s.clear()
+    turn = s.reply(QUESTION)
+    assert turn.stats.memory_accepted == 0 and s.status().memory is None
+
+
+# --- the reply never changes ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("drafter", ["memory", "auto"])
+def test_a_question_asked_again_is_drafted_from_memory_and_the_reply_is_plain_decodings(drafter):
+    plain = session("off")
+    expected = plain.reply(QUESTION).tokens
+    s = session(drafter)
+    first = s.reply(QUESTION)
+    s.clear()  # a new conversation: the n-gram index starts again, the memory stays
+    again = s.reply(QUESTION)
+    assert first.tokens == again.tokens == expected
+    assert again.stats.memory_accepted >= len(expected) // 2
+    assert again.stats.memory_held == s.memory.held > len(expected)
+    assert any(r.drafter == "memory" for r in again.rounds)
+
+
+def test_a_regenerated_reply_is_drafted_from_the_one_it_replaced():
+    s = session("memory")
+    first = s.reply(QUESTION)
+    again = s.regenerate()
+    assert again.tokens == first.tokens
+    assert again.rounds[0].drafter == "memory" and len(again.rounds[0].accepted) == 16
+
+
+def test_sampling_with_memory_drafts_matches_the_target_distribution():
+    sp = SamplingParams(temp=1.0)
+    model = FakeModel(seed=4, n_vocab=12, sharpness=1.5)
+    memory = Memory(tokenize=lambda text: [])
+    memory.offer([*PROMPT, 3, 4, 5, 6])  # every turn starts with a long match: a 3-token draft
+    runs, drafted = 3000, 0
+    counts = np.zeros(model.n_vocab)
+    for seed in range(runs):
+        sps = SamplingParams(temp=1.0, seed=seed)
+        turn = Engine(model, MemoryDrafter(NgramDrafter(), memory), k=3, sampling=sps, baseline_every=0).generate(
+            PROMPT, 4
+        )
+        model.truncate(0)
+        drafted += turn.stats.drafted
+        if len(turn.tokens) >= 2:
+            counts[turn.tokens[1]] += 1
+    assert drafted >= runs * 3  # the memory drafted in every turn
+    expected = exact_second_token_distribution(model, sp)
+    expected = expected / expected.sum() * counts.sum()
+    support = expected > 0
+    assert chisquare(counts[support], expected[support]).pvalue > 0.001
