@@ -42,9 +42,10 @@ def probe_suites(prompts: str | None) -> list[Suite]:
     return [Suite(s.name, s.prompts[:1], s.description) for s in suites]
 
 
-def check_plan(has_draft: bool, prompts: str | None, max_tokens: int) -> Plan:
+def check_plan(suites: list[Suite], has_draft: bool, max_tokens: int) -> Plan:
+    """Bench's plan for the probe: off beside draft (where there is a draft model), ngram and auto."""
     drafters = [d for d in DRAFTERS if has_draft or d != "draft"]
-    return Plan(probe_suites(prompts), drafters, [], max_tokens, extras=False)
+    return Plan(suites, drafters, [], max_tokens, extras=False)
 
 
 def draft_step(path: Path, text: str, threads: int | None, n_gpu_layers: int) -> float:
@@ -100,8 +101,15 @@ def figures(report: dict, step_of_draft: float | None) -> dict:
         "draft_step_ratio": step_of_draft / curve.step if step_of_draft is not None else None,
         "break_even": table,
         "drafters": drafters,
+        "runs": [_run(r) for r in report["runs"]],
         "interrupted": report["interrupted"],
     }
+
+
+def _run(r: dict) -> dict:
+    """A probe run, as much of it as the figures above come from."""
+    keys = ("cycle", "slot", "suite", "prompt", "drafter", "k", "n_tokens", "identical")
+    return {**{k: r[k] for k in keys}, "tok_s": r["stats"]["tok_s"], "alpha": r["stats"]["alpha"]}
 
 
 def lines(result: dict) -> list[str]:
@@ -154,8 +162,9 @@ def run_check(
     from specchat.loader import pair_files
     from specchat.store import verdicts
 
+    suites = probe_suites(prompts)  # a bad --prompts is one line before anything loads
     label, _, d_path = pair_files(pair, target, draft)
-    plan = check_plan(d_path is not None, prompts, max_tokens)
+    plan = check_plan(suites, d_path is not None, max_tokens)
     status = Console(stderr=True, highlight=False)
     with status.status(f"loading {label}"):
         session, pair_info = open_bench_session(plan, pair, target, draft, threads, n_gpu_layers, draft_n_gpu_layers)

@@ -2,10 +2,11 @@
 which of them can draft for which.
 
 Where it looks (`default_places`): LM Studio's models folders, Ollama's
-model store (its manifests name the blobs), llama.cpp's download cache and
-the Hugging Face hub cache (the `snapshots/` links), or only the folders
-the user names. Only GGUF headers are read (compat.read_vocab; compat.check_whole
-compares the size their tensors need with the file's). Files are
+model store (its manifests name the blobs), llama.cpp's download cache,
+the Hugging Face hub cache (the `snapshots/` links) and the folder
+SPECCHAT_MODELS names, or only the folders the user names. Only GGUF
+headers are read (compat.read_vocab; compat.check_whole compares the size
+their tensors need with the file's). Files are
 grouped by tokenizer; each target is checked against every smaller file
 with llama.cpp's rule (compat.first_mismatch), and the smallest draft that
 passes is proposed as a local pair (`--add` registers them with
@@ -76,7 +77,7 @@ def default_places() -> list[tuple[str, Path]]:
         ("Ollama", Path(os.environ.get("OLLAMA_MODELS") or home / ".ollama" / "models")),
         ("llama.cpp cache", Path(os.environ.get("LLAMA_CACHE") or home / ".cache" / "llama.cpp")),
         ("Hugging Face cache", Path(os.environ.get("HF_HUB_CACHE") or hf_home / "hub")),
-    ]
+    ] + ([("SPECCHAT_MODELS", Path(own).expanduser())] if (own := os.environ.get("SPECCHAT_MODELS")) else [])
 
 
 def _candidates(place: str, root: Path, problems: list[str]) -> Iterator[tuple[str, Path]]:

@@ -187,9 +187,9 @@ class SpecchatApp(ChatActions):
             self._set_status(note=f"no model: '{pair}' is not pulled (F4 picks or pulls a pair)")
             reason = f"specchat chats with a pair of local models; '{pair}' is not in the store yet."
 
-            def on_pulled(ok: bool | None) -> None:
-                if ok:
-                    self.open_pair(pair, drafter, k)
+            def on_pulled(chosen: str | None) -> None:
+                if chosen:  # the pair pulled, or the user's own files registered instead
+                    self.open_pair(chosen, drafter, k)
 
             self.push_screen(PullScreen(self.models, pair, reason), on_pulled)
             return

@@ -85,6 +85,8 @@ class ModelSource(Protocol):
     def is_pulled(self, name: str) -> bool: ...
     def pull(self, name: str) -> None: ...
     def pull_progress(self, name: str) -> tuple[int, int | None]: ...
+    def found_pairs(self) -> list[PairInfo]: ...  # where nothing is pulled: pairs of the user's files a scan found
+    def add_found(self, name: str) -> str: ...  # register one of them as a local pair; its name
     def open(self, pair: str, drafter: str, k: int, settings: Settings) -> Session: ...
 
 
@@ -115,6 +117,7 @@ class Models:
             self.file_pair, t_path, d_path = pair_files(None, target, draft)
             self.files = (str(t_path), str(d_path) if d_path else None)
         self.remembers_pair = self.files is None  # the settings keep a pair by name, never files by path
+        self.found: dict[str, tuple[str, str]] = {}  # found_pairs' offers: name -> (target, draft)
 
     def pairs(self) -> list[PairInfo]:
         from specchat.store.files import pair_status
@@ -164,6 +167,26 @@ class Models:
             else:
                 done += f.get("partial_bytes") or 0
         return done, total
+
+    def found_pairs(self) -> list[PairInfo]:
+        """Where no pair is ready, the pairs `specchat models scan` proposes
+        from the files in the usual tools' folders (reads GGUF headers only)."""
+        if any(p.pulled for p in self.pairs()):
+            return []
+        from specchat.store.scan import candidates, proposals, scan
+
+        offers = proposals(candidates(scan().found))
+        self.found = {name: (str(t.path), str(d.path)) for name, t, d in offers}
+        return [
+            PairInfo(name, f"{t.name} drafted by {d.name} ({t.place})", False, size=t.size + d.size, local=True)
+            for name, t, d in offers
+        ]
+
+    def add_found(self, name: str) -> str:
+        """Register a found pair by reference (hashing its files: run it in a thread)."""
+        from specchat.store import local
+
+        return local.add(name, *self.found[name]).name
 
     def open(self, pair: str, drafter: str, k: int, settings: Settings) -> Session:
         from specchat.loader import open_session
@@ -228,6 +251,12 @@ class ServerModels:
 
     def pull_progress(self, name: str) -> tuple[int, int | None]:
         return 0, None
+
+    def found_pairs(self) -> list[PairInfo]:
+        return []  # the server's model is always there
+
+    def add_found(self, name: str) -> str:
+        raise SpecchatError("a server offers no local files", hint="drop --server to chat on your own files")
 
     def open(self, pair: str, drafter: str, k: int, settings) -> ServerSession:
         from specchat.sampling import SamplingParams

@@ -218,10 +218,13 @@ def _size(n: int | None) -> str:
     return "" if not n else f", {n / 1e9:.1f} GB"
 
 
-class PullScreen(ModalScreen[bool]):
-    """Offer to pull a pair, then pull it with a progress bar. Dismisses True when pulled."""
+class PullScreen(ModalScreen[str | None]):
+    """Offer to pull a pair, then pull it with a progress bar; where nothing
+    is pulled, also offer the pairs a scan finds among the user's own files
+    (choosing one registers it as a local pair). Dismisses with the pair to
+    open, or None."""
 
-    BINDINGS = [Binding("escape", "dismiss(False)", "Not now")]
+    BINDINGS = [Binding("escape", "dismiss(None)", "Not now")]
 
     def __init__(self, models, name: str, reason: str) -> None:
         super().__init__()
@@ -239,17 +242,59 @@ class PullScreen(ModalScreen[bool]):
             with Horizontal(classes="buttons"):
                 yield Button("Pull", variant="primary", id="pull-yes")
                 yield Button("Not now", id="pull-no")
+            yield Label("Or chat on GGUF files you already have (found in your models folders):", id="found-title")
+            yield OptionList(id="found-list")
 
     def on_mount(self) -> None:
         self.query_one(ProgressBar).display = False
+        for part in ("#found-title", "#found-list"):
+            self.query_one(part).display = False
+        self.find()
+
+    @work(thread=True, exclusive=True, group="find", exit_on_error=False)
+    def find(self) -> None:
+        """Scan the usual folders (GGUF headers only) off the main thread."""
+        try:
+            found = self.models.found_pairs()
+        except Exception:  # an unreadable folder or file: the catalog offer stands alone
+            return
+        if found:
+            self.app.call_from_thread(self.offer, found)
+
+    def offer(self, found) -> None:
+        ol = self.query_one("#found-list", OptionList)
+        for p in found:
+            ol.add_option(Option(Content(safe_text(f"{p.name}  ·  {p.description}")), id=p.name))
+        for part in ("#found-title", "#found-list"):
+            self.query_one(part).display = True
+
+    @on(OptionList.OptionSelected, "#found-list")
+    def use_found(self, event: OptionList.OptionSelected) -> None:
+        assert event.option.id is not None  # offer gives each option its pair's name
+        self.query_one(".buttons").display = False
+        self.query_one("#found-list").display = False
+        self.query_one("#pull-status", Label).update(
+            Content(safe_text(f"adding {event.option.id} (hashing its files)…"))
+        )
+        self.add(event.option.id)
+
+    @work(thread=True, exclusive=True, group="pull", exit_on_error=False)
+    def add(self, name: str) -> None:
+        try:
+            added = self.models.add_found(name)
+        except Exception as err:  # SpecchatError or an OSError: say it, stay open
+            self.app.call_from_thread(self.failed, _why(err), "add")
+            return
+        self.app.call_from_thread(self.dismiss, added)
 
     @on(Button.Pressed, "#pull-no")
     def no(self) -> None:
-        self.dismiss(False)
+        self.dismiss(None)
 
     @on(Button.Pressed, "#pull-yes")
     def yes(self) -> None:
         self.query_one(".buttons").display = False
+        self.query_one("#found-list").display = False
         self.query_one(ProgressBar).display = True
         self.query_one("#pull-status", Label).update("starting…")
         self.set_interval(0.25, self.poll)
@@ -270,13 +315,19 @@ class PullScreen(ModalScreen[bool]):
         try:
             self.models.pull(self.pair_name)
         except Exception as err:  # SpecchatError or a network error: say it, stay open
-            message = getattr(err, "message", str(err))
-            hint = getattr(err, "hint", "")
-            self.app.call_from_thread(self.failed, f"{message}" + (f"\nhint: {hint}" if hint else ""))
+            self.app.call_from_thread(self.failed, _why(err), "pull")
             return
-        self.app.call_from_thread(self.dismiss, True)
+        self.app.call_from_thread(self.dismiss, self.pair_name)
 
-    def failed(self, text: str) -> None:
-        self.query_one("#pull-status", Label).update(Content.styled(safe_text(f"pull failed: {text}"), "$error"))
+    def failed(self, text: str, what: str = "pull") -> None:
+        self.query_one("#pull-status", Label).update(Content.styled(safe_text(f"{what} failed: {text}"), "$error"))
         self.query_one(".buttons").display = True
-        self.query_one("#pull-yes", Button).label = "Retry"
+        self.query_one("#found-list").display = self.query_one("#found-list", OptionList).option_count > 0
+        if what == "pull":
+            self.query_one("#pull-yes", Button).label = "Retry"
+
+
+def _why(err: Exception) -> str:
+    message = getattr(err, "message", str(err))
+    hint = getattr(err, "hint", "")
+    return f"{message}" + (f"\nhint: {hint}" if hint else "")

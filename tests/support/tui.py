@@ -76,6 +76,12 @@ class FakeModels:
     def pull_progress(self, name: str):
         return (2_000_000 if self.pulled else 500_000), 2_000_000
 
+    def found_pairs(self):
+        return []  # no files of the user's own beside the fake store
+
+    def add_found(self, name: str) -> str:
+        raise AssertionError("nothing was offered")
+
     def open(self, pair: str, drafter: str, k: int, settings: Settings) -> ChatSession:
         target = long_model(step_seconds=self.step_seconds)
         target.cpu_bound = self.cpu_bound
@@ -201,6 +207,9 @@ class TinyPair:
 
     def pull_progress(self, name: str):
         return 0, None
+
+    found_pairs = FakeModels.found_pairs
+    add_found = FakeModels.add_found
 
     def open(self, pair, drafter, k, settings):
         from specchat.loader import open_session
