@@ -8,7 +8,7 @@ mid-conversation keeps the n-gram index and the draft model's cache.
 
 from __future__ import annotations
 
-NAMES = ("off", "ngram", "memory", "draft", "hybrid", "grammar", "auto")
+NAMES = ("off", "ngram", "draft", "hybrid", "grammar", "memory", "auto")
 # Drafters that propose only while a constraint (--json-schema, --grammar) is on.
 NEEDS_CONSTRAINT = ("grammar",)
 # The most tokens a drafter may propose per round: --k, the settings, the

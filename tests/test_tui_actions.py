@@ -88,7 +88,7 @@ async def test_each_drafter_runs_at_its_own_k_until_one_is_chosen(tmp_path):
         await pilot.press("ctrl+d")  # hybrid -> grammar
         assert app.session.k == 16 and "drafter grammar · k 16 ·" in str(bar.render())
         await pilot.press("ctrl+down")  # chosen here: 15 from now on
-        await pilot.press("ctrl+d", "ctrl+d", "ctrl+d", "ctrl+d")  # grammar -> auto -> off -> ngram -> draft
+        await pilot.press("ctrl+d", "ctrl+d", "ctrl+d", "ctrl+d", "ctrl+d")  # grammar -> memory -> auto -> off -> ngram -> draft
         assert app.session.drafter_name == "draft" and app.session.k == 15
         assert "drafter draft · k 15 ·" in str(bar.render())
 

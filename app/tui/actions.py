@@ -62,6 +62,13 @@ ACTIONS = [
     Action("edit_last", "ctrl+l", "edit_last", "Edit last", "Edit and resend your last message", False, True),
     Action("new_chat", "ctrl+n", "new_chat", "New chat", "Start a new conversation", True, True),
     Action(
+        "memory",
+        "f10",
+        "memory",
+        "Memory",
+        "Draft from your earlier replies in the history, or not, in this chat (on at start; off empties the memory)",
+    ),
+    Action(
         "json_schema",
         "f8",
         "json_schema",
@@ -219,6 +226,12 @@ class ChatActions(App):
         panel = self.query_one(StatsPanel)
         if panel.display:
             panel.show(self.conversation.turns, self.session.devices if self.session else {})
+
+    def action_memory(self) -> None:
+        on = not self.conversation.memory_on
+        self.conversation.set_memory(on)
+        self.notify("memory on: drafting from your earlier replies" if on else "memory off: emptied for this chat")
+        self._refresh_panel()
 
     def action_history(self) -> None:
         if self.conversation.history is None:

@@ -4,11 +4,18 @@ reply. The app asks it to change; the widgets only render what it holds.
 
 A history that fails mid-chat (the disk filled up, the file went read-only)
 turns saving off with one warning; the chat goes on.
+
+It also keeps a local session's memory (drafters/memory.py) in step with
+the history: filled from the stored replies when a pair loads, on a thread
+of its own so the first reply never waits; told which conversation each
+reply belongs to, and which conversation was deleted; emptied while the
+chat's memory is off.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -17,6 +24,7 @@ from specchat.history import History, title_for
 from specchat.history import Message as Stored
 
 if TYPE_CHECKING:
+    from specchat.chat import ChatSession
     from specchat.tui.models import Session
 
 
@@ -27,6 +35,9 @@ class Conversation:
         self.session: Session | None = None
         self.id: int | None = None  # the history's conversation id, once something was saved
         self.turns: list[dict] = []  # stats of each reply, for the stats panel
+        self.memory_on = True  # the chat's setting: draft from this user's earlier replies
+        if history is not None:
+            history.on_delete.append(self._forget)
 
     # --- the session follows the conversation ----------------------------------------
 
@@ -35,6 +46,7 @@ class Conversation:
         if self.session is not None:
             session.replace_messages(self.session.messages)
         self.session = session
+        self._fill_memory()
 
     @property
     def last_is_reply(self) -> bool:
@@ -49,6 +61,7 @@ class Conversation:
     def user_sent(self, text: str) -> None:
         """The session adds the message itself when it replies; here it is saved."""
         self._save(Stored("user", text), title=text)
+        self._own()
 
     def replied(self, text: str, finish: str, stats: dict, spans: list[dict]) -> None:
         self._save(Stored("assistant", text, finish, stats, spans))
@@ -59,6 +72,7 @@ class Conversation:
         if had_reply and self.turns:
             self.turns.pop()
         self._drop_last("assistant")
+        self._own()
 
     def drop_last_exchange(self, had_reply: bool) -> None:
         """Before an edit: the last user message and its reply go."""
@@ -83,6 +97,44 @@ class Conversation:
             self.session.clear()
         self.id = None
         self.turns = []
+
+    # --- the memory ----------------------------------------------------------------------
+
+    def set_memory(self, on: bool) -> None:
+        """Draft from this user's earlier replies, or not (off empties the memory)."""
+        self.memory_on = on
+        local = self._local()
+        if local is not None:
+            local.set_memory(on)
+            self._fill_memory()
+
+    def _local(self) -> ChatSession | None:
+        """The session, where it is a local pair's: only it keeps a memory."""
+        from specchat.chat import ChatSession
+
+        return self.session if isinstance(self.session, ChatSession) else None
+
+    def _fill_memory(self) -> None:
+        local = self._local()
+        if local is None or self.history is None or not self.memory_on:
+            return
+        try:
+            replies = self.history.replies()
+        except sqlite3.Error as err:
+            self._stop_saving(err)
+            return
+        threading.Thread(target=local.remember, args=(replies,), name="memory-fill", daemon=True).start()
+
+    def _own(self) -> None:
+        """The next reply joins the memory as this conversation's."""
+        local = self._local()
+        if local is not None:
+            local.memory_owner = self.id
+
+    def _forget(self, conv_id: int) -> None:
+        local = self._local()
+        if local is not None:
+            local.forget(conv_id)
 
     # --- the history ---------------------------------------------------------------------
 

@@ -336,6 +336,14 @@ def devices_content(devices: dict) -> list[Content]:
     return [Content(f"{role:>6}: {safe_text(device_text(devices.get(role)))}") for role in roles]
 
 
+def memory_line(stats: dict) -> str:
+    """What the memory holds and what it gave the last reply."""
+    return (
+        f"memory: {stats.get('memory_held', 0):,} tokens held · "
+        f"{stats.get('memory_accepted', 0)} of the last reply's tokens drafted from it"
+    )
+
+
 def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
     where = devices_content(devices) + [Content("")] if devices and devices.get("target") else []
     if not turns:
@@ -348,6 +356,8 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
     ]
     for i, share in enumerate(last.get("per_position_acceptance") or []):
         lines.append(Content.assemble(f"{i + 1:>3} ", (bar(share), "$spec-accepted"), f" {share * 100:3.0f}%"))
+    if last.get("memory_held") is not None:
+        lines += [Content(""), Content(memory_line(last))]
     drafted = sum(t.get("drafted", 0) for t in turns)
     accepted = sum(t.get("accepted", 0) for t in turns)
     rate = accepted / drafted * 100 if drafted else 0.0

@@ -1,0 +1,86 @@
+"""The chat's memory: filled from the history at start, shown in F2, turned
+off with its key, emptied of a deleted conversation (fake model, real SQLite,
+the real app under Pilot)."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from specchat.chat import ChatSession
+from specchat.history import History, Message
+from specchat.tui.widgets import StatsPanel
+from tests.support.fake_model import WORDS, FakeModel
+from tests.support.tui import FakeModels, long_model, make_app, notices, ready, send, wait_until
+
+QUESTION = "the cat sat on the mat"
+
+
+class WordModel(FakeModel):
+    """The app's fake model with a tokenizer that reads its own pieces back
+    (the fake's own reads characters): a stored reply's text becomes its tokens again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table, self.cpu_bound = long_model().table, False
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        out = []
+        while text:
+            piece = max((w for w in WORDS[1:] if text.startswith(w)), key=len, default=None)
+            out.append(WORDS.index(piece) if piece else super().tokenize(text[0])[0])
+            text = text[len(piece or text[0]) :]
+        return out
+
+
+class WordModels(FakeModels):
+    def open(self, pair, drafter, k, settings) -> ChatSession:
+        return ChatSession(WordModel(), drafter=drafter, k=k, pair=pair, max_tokens=60)
+
+
+def stored_reply() -> str:
+    """What the app's fake pair answers to QUESTION."""
+    return ChatSession(WordModel(), drafter="off", k=4, max_tokens=60).reply(QUESTION).text
+
+
+def stored(tmp_path) -> int:
+    history = History(tmp_path / "history.sqlite3")
+    conv_id = history.record("fake-pair", QUESTION, Message("assistant", stored_reply()))
+    history.close()
+    return conv_id
+
+
+async def test_a_question_from_the_history_is_drafted_from_memory_and_f2_says_so(tmp_path):
+    conv_id = stored(tmp_path)
+    app = make_app(tmp_path, WordModels(), drafter="memory")
+    async with app.run_test(size=(140, 50)) as pilot:
+        await ready(pilot)
+        session = app.session
+        await wait_until(pilot, lambda: session.memory._queue or session.memory.held)  # the fill ran on its thread
+        reply = await send(pilot, QUESTION)
+        assert reply.stats["memory_accepted"] >= 40  # of 60 tokens
+        held = reply.stats["memory_held"]
+        assert held >= 2 * 60  # the stored reply and this one, each behind its prompt's tail
+        await pilot.press("f2")
+        await pilot.pause()
+        text = str(app.query_one(StatsPanel).query_one("#panel-numbers", Static).render())
+        assert f"memory: {held:,} tokens held · {reply.stats['memory_accepted']} of the last reply's tokens" in text
+        # Deleting the stored conversation takes its tokens out at the next turn.
+        app.conversation.history.delete(conv_id)
+        session.memory.absorb()
+        assert conv_id not in session.memory.index.runs
+
+
+async def test_the_memory_key_turns_it_off_for_this_chat(tmp_path):
+    stored(tmp_path)
+    app = make_app(tmp_path, WordModels(), drafter="memory")
+    async with app.run_test(size=(140, 50)) as pilot:
+        await ready(pilot)
+        await pilot.press("f10")
+        assert "memory off: emptied for this chat" in notices(app)
+        reply = await send(pilot, QUESTION)
+        assert reply.stats["memory_accepted"] == 0 and reply.stats["memory_held"] is None
+        await pilot.press("f10")
+        assert "memory on: drafting from your earlier replies" in notices(app)
+        await pilot.press("ctrl+n")
+        again = await send(pilot, QUESTION)
+        assert again.stats["memory_accepted"] >= 40  # refilled from the history
