@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from specchat.costmodel import CostModel, warmup_steps
@@ -219,18 +219,21 @@ class ChatSession(Dialogue[Turn]):
         )
 
     @contextmanager
-    def using(self, drafter: str, k: int | None = None, baseline_every: int | None = None) -> Iterator[None]:
+    def using(
+        self, drafter: str, k: int | None = None, baseline_every: int | None = None, temp: float | None = None
+    ) -> Iterator[None]:
         """Run turns with another drafter (set now, begun by the next turn
-        before its clock starts), k and baseline rate; restore them after."""
+        before its clock starts), k, baseline rate and temperature; restore them after."""
         engine = self.engine
-        saved = engine.drafter, engine.k, engine.baseline_every
+        saved = engine.drafter, engine.k, engine.baseline_every, engine.sampling
         engine.drafter = self.drafters.get(drafter)
         engine.k = saved[1] if k is None else k
         engine.baseline_every = saved[2] if baseline_every is None else baseline_every
+        engine.sampling = saved[3] if temp is None else replace(saved[3], temp=temp)
         try:
             yield
         finally:
-            engine.drafter, engine.k, engine.baseline_every = saved
+            engine.drafter, engine.k, engine.baseline_every, engine.sampling = saved
 
     def prompt_for(self, user_text: str) -> list[int]:
         """The prompt a fresh chat would send for this message (for measuring)."""

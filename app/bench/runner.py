@@ -333,6 +333,7 @@ def open_bench_session(
         n_gpu_layers=n_gpu_layers,
         draft_n_gpu_layers=draft_n_gpu_layers,
     )
+    session.set_memory(False)  # no run drafts from the replies of the runs before it
     return session, {"name": label, "target": file_facts(t_path), "draft": file_facts(d_path)}
 
 
@@ -400,6 +401,10 @@ def run_command(
     draft_n_gpu_layers: int = -1,
 ) -> int:
     """`specchat bench`; returns the exit code (130 when stopped with Ctrl-C)."""
+    if "memory" in _items(suites):  # questions asked again: a procedure of its own
+        from specchat.bench import memory
+
+        return memory.run_command(_items(suites), pair, target, draft, prompts, max_tokens, json_file, threads)
     plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp, prompts)
     if json_file and not Path(json_file).expanduser().resolve().parent.is_dir():
         raise SpecchatError(f"cannot write {json_file}: no such folder", hint="create the folder first", code=2)
