@@ -85,7 +85,7 @@ def test_bad_prompts_fail_before_any_model_loads(specchat_home, tmp_path):
 
 
 def row(measured, median, drafter="draft"):
-    return {"drafter": drafter, "speedup_median": median, "measured": measured, "noise_band": [0.95, 1.08],
+    return {"drafter": drafter, "speedup_median": median, "measured": measured, "spread": [0.95, 1.08],
             "best_suite": "code-edit", "best_suite_speedup": 1.43}  # fmt: skip
 
 
@@ -93,9 +93,7 @@ def test_the_verdict_in_words():
     assert verdict(row("faster", 1.2)) == "pays here (1.4× on code-edit; median 1.20×)"
     assert verdict(row("slower", 0.8)) == "loses here (0.80×): auto will not use it"
     assert verdict(row("slower", 0.8, "auto")) == "loses here (0.80×)"
-    assert (
-        verdict(row("no measurable difference", 1.03)) == "break-even (1.03×, inside the off runs' spread 0.95–1.08×)"
-    )
+    assert verdict(row("no measurable difference", 1.03)) == "break-even (1.03×; middle half of its runs 0.95–1.08×)"
     assert verdict(row("no measurable difference", None)) == "not measured"
 
 

@@ -8,7 +8,7 @@ step, turns them into the α a round of k drafted tokens needs to break even
 the first prompt of three of the bench's suites (or the user's --prompts),
 run by bench's own runner with the same plan shape (off interleaved with
 draft, ngram and auto prompt by prompt), so its speedups are bench's. A
-speedup inside the off runs' own spread is "break-even". The verdict per
+speedup whose spread holds 1× is "break-even" (scorecard.spread). The verdict per
 drafter is kept for `specchat models` and the chat's pair list
 (store/verdicts.py).
 """
@@ -69,8 +69,8 @@ def verdict(row: dict) -> str:
         return f"pays here ({row['best_suite_speedup']:.1f}× on {row['best_suite']}; median {median:.2f}×)"
     if row["measured"] == LOSS:
         return f"loses here ({median:.2f}×)" + ("" if row["drafter"] == "auto" else ": auto will not use it")
-    lo, hi = row["noise_band"]
-    return f"break-even ({median:.2f}×, inside the off runs' spread {lo:.2f}–{hi:.2f}×)"
+    lo, hi = row["spread"]
+    return f"break-even ({median:.2f}×; middle half of its runs {lo:.2f}–{hi:.2f}×)"
 
 
 def figures(report: dict, step_of_draft: float | None) -> dict:

@@ -215,8 +215,7 @@ def schema_lines(runs: list[dict]) -> list[str]:
 def _median_pair_ratio(runs: list[Run], paired_off: list[Run]) -> float | None:
     """The median over pairs of B tok/s / A tok/s: robust to one pair that a
     burst of load slowed down, which the ratio of totals is not."""
-    off = {r.cycle: r.stats.tok_s for r in paired_off}
-    ratios = [r.stats.tok_s / off[r.cycle] for r in runs if off.get(r.cycle, 0) > 0 and r.slot == "B"]
+    ratios = _pair_ratios(runs, paired_off)
     return statistics.median(ratios) if ratios else None
 
 
@@ -382,38 +381,37 @@ def ngram_line(t: dict) -> str:
 
 # --- the spread: a speedup the machine's own noise could explain -------------------------
 
-NOISE_FLOOR = 0.05  # the band is never narrower than ±5%: three off runs say little
+NOISE_FLOOR = 0.05  # a spread is never narrower than ±5% of its median: a few runs say little
 WIN, LOSS, SAME = "faster", "slower", "no measurable difference"
 
 
-def noise_band(off_runs: list[Run]) -> tuple[float, float]:
-    """The off runs' own variation: their slowest and fastest tok/s over their
-    median, at least ±NOISE_FLOOR. Plain decoding against itself lands here."""
-    speeds = [r.stats.tok_s for r in off_runs if r.stats.tok_s > 0]
-    mid = statistics.median(speeds) if speeds else 0.0
-    lo, hi = (min(speeds) / mid, max(speeds) / mid) if mid else (1.0, 1.0)
-    return min(lo, 1.0 - NOISE_FLOOR), max(hi, 1.0 + NOISE_FLOOR)
+def spread(ratios: list[float]) -> tuple[float, float]:
+    """The middle half of the paired ratios (their interquartile range), at
+    least ±NOISE_FLOOR around their median: where a configuration's speedup
+    lies, run to run and prompt to prompt, on this machine."""
+    mid = statistics.median(ratios)
+    q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else (mid, mid, mid)
+    return min(q1, mid * (1 - NOISE_FLOOR)), max(q3, mid * (1 + NOISE_FLOOR))
 
 
-def measured(speedup: float | None, band: tuple[float, float]) -> str:
-    """WIN, LOSS, or SAME where the speedup lies inside the off runs' band."""
-    if speedup is None or band[0] <= speedup <= band[1]:
+def measured(band: tuple[float, float] | None) -> str:
+    """WIN or LOSS where the whole spread lies on one side of 1×; SAME where 1× lies inside it."""
+    if band is None or band[0] <= 1.0 <= band[1]:
         return SAME
-    return WIN if speedup > band[1] else LOSS
+    return WIN if band[0] > 1.0 else LOSS
 
 
 def overall(runs: list[Run]) -> list[dict]:
     """One row per configuration over every suite: the median of its paired
-    ratios (B tok/s over its A's), their range, the off runs' band, and
-    whether the speedup is measurable; the suite where it did best."""
+    ratios (B tok/s over its A's), their range and spread, whether the
+    speedup is measurable, and the suite where it did best."""
     out = []
     b_runs = [r for r in runs if r.slot == "B" and r.drafter != REFERENCE]
     for drafter, k in _unique((r.drafter, r.k) for r in b_runs):
         b = [r for r in b_runs if r.drafter == drafter and r.k == k]
         off = [r for r in runs if r.slot == "A" and r.cycle in {x.cycle for x in b}]
         ratios = _pair_ratios(b, off)
-        median = statistics.median(ratios) if ratios else None
-        band = noise_band(off)
+        band = spread(ratios) if ratios else None
         by_suite = {s: _median_pair_ratio([r for r in b if r.suite == s], off) for s in _unique(r.suite for r in b)}
         best = max(by_suite, key=lambda s: by_suite[s] or 0.0) if by_suite else None
         out.append(
@@ -423,10 +421,10 @@ def overall(runs: list[Run]) -> list[dict]:
                 "pairs": len(ratios),
                 "alpha": totals(b).alpha,
                 "per_position_acceptance": totals(b).per_position_acceptance,
-                "speedup_median": median,
+                "speedup_median": statistics.median(ratios) if ratios else None,
                 "speedup_range": [min(ratios), max(ratios)] if ratios else None,
-                "noise_band": list(band),
-                "measured": measured(median, band),
+                "spread": list(band) if band else None,
+                "measured": measured(band),
                 "best_suite": best,
                 "best_suite_speedup": by_suite.get(best) if best else None,
             }
@@ -440,18 +438,17 @@ def _pair_ratios(runs: list[Run], paired_off: list[Run]) -> list[float]:
 
 
 def spread_lines(items: list[dict]) -> list[str]:
-    """One line per configuration: its median speedup over every prompt, the
-    spread, and a win or a loss only where it lies outside the off runs' band."""
+    """One line per configuration: its median speedup over every prompt run,
+    the spread, and a win or a loss only where 1× lies outside the spread."""
     lines = []
     for o in items:
         if o["speedup_median"] is None:
             continue
         lo, hi = o["speedup_range"]
-        band = o["noise_band"]
+        mid_lo, mid_hi = o["spread"]
         lines.append(
             f"{o['drafter']} k={o['k']}: median speedup {o['speedup_median']:.2f}× over {o['pairs']} prompt runs "
-            f"(paired ratios {lo:.2f}–{hi:.2f}×; off runs {band[0]:.2f}–{band[1]:.2f}× of their median): "
-            f"{o['measured']}"
+            f"(middle half {mid_lo:.2f}–{mid_hi:.2f}×, all {lo:.2f}–{hi:.2f}×): {o['measured']}"
         )
     return lines
 
