@@ -4,6 +4,7 @@ happen only inside the command that needs them, so `--help` stays fast."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import typer
@@ -55,30 +56,6 @@ BASELINE_SERVER = typer.Option(
 )
 
 
-@app.callback(invoke_without_command=True)
-def main_callback(
-    ctx: typer.Context,
-    pair: str | None = PAIR,
-    target: str | None = TARGET,
-    draft: str | None = DRAFT,
-    drafter: str | None = DRAFTER,
-    k: int | None = K,
-    theme: str | None = THEME,
-    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-    server: str | None = SERVER,
-    baseline: bool = BASELINE,
-    baseline_server: str | None = BASELINE_SERVER,
-) -> None:
-    """A bare `specchat` opens the chat."""
-    if version:
-        from specchat import __version__
-
-        typer.echo(f"specchat {__version__}")
-        raise typer.Exit()
-    if ctx.invoked_subcommand is None:
-        ctx.invoke(chat, **{name: value for name, value in ctx.params.items() if name != "version"})
-
-
 @app.command()
 def chat(
     pair: str | None = PAIR,
@@ -93,14 +70,37 @@ def chat(
 ) -> None:
     """Open the chat (the same as a bare `specchat`)."""
     try:
-        from specchat.tui import run_chat
+        from specchat.tui import ChatOptions, run_chat
     except ImportError:
         _not_built("chat")
     try:
-        code = run_chat(pair, drafter, k, theme, server, baseline, baseline_server, target=target, draft=draft)
+        code = run_chat(ChatOptions(pair, target, draft, drafter, k, theme, server, baseline, baseline_server))
     except SpecchatError as err:
         _fail(err)
     raise typer.Exit(code)  # a crash inside the app is not a success
+
+
+@app.callback(invoke_without_command=True)
+def main_callback(
+    ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+    **options,
+) -> None:
+    """A bare `specchat` opens the chat."""
+    if version:
+        from specchat import __version__
+
+        typer.echo(f"specchat {__version__}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(chat, **options)
+
+
+# A bare `specchat` takes the chat's options: typer reads them from the callback's signature.
+_ctx_and_version = list(inspect.signature(main_callback, eval_str=True).parameters.values())[:2]
+main_callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [*_ctx_and_version, *inspect.signature(chat, eval_str=True).parameters.values()]
+)
 
 
 # --- models: pull / models / rm (owned by store/pull.py, store/files.py and store/inventory.py) ---
@@ -331,11 +331,9 @@ def run(
                 )
             server_session = open_server_session(
                 server,
-                pair=pair,
-                target=target,
-                draft=draft,
+                {"--pair": pair, "--target": target, "--draft": draft},
                 drafter=drafter,
-                k=k,
+                k=None if k is None else checks.k(k),
                 n_min=checks.draft_min(draft_min),
                 p_min=checks.draft_p_min(draft_p_min),
                 sampling=sampling,

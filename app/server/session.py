@@ -371,46 +371,25 @@ def check_server_options(
 
 def open_server_session(
     url: str | None,
+    local: dict[str, str | None],
     *,
-    pair: str | None = None,
-    target: str | None = None,
-    draft: str | None = None,
     drafter: str = "auto",
-    k: int | None = None,
-    n_min: int | None = None,
-    p_min: float | None = None,
     baseline: bool = False,
     baseline_server: str | None = None,
     **kwargs,
 ) -> ServerSession:
-    """A ServerSession from the command line's options, each checked at the edge:
-    the server runs its own model and drafter, so the local ones do not apply."""
-    from specchat import checks
-
+    """A ServerSession from `run`'s options, their ranges checked by checks.py:
+    the server runs its own model and drafter, so the local ones (`local`,
+    flag → value) are refused."""
     if url is None:
         raise SpecchatError(
             "--baseline and --baseline-server need --server URL",
             code=2,
             hint='specchat run --server http://127.0.0.1:8080 --baseline "…"',
         )
-    check_server_options(
-        {"--pair": pair, "--target": target, "--draft": draft},
-        drafter,
-        baseline,
-        baseline_server,
-        instead="run a local pair",
-    )
-    if k is not None:
-        checks.k(k)
-    if n_min is not None and n_min < 0:
-        raise SpecchatError(f"--draft-min {n_min} is out of range: it must be ≥ 0", code=2, hint="0 drafts always")
-    if p_min is not None and not 0 <= p_min <= 1:
-        raise SpecchatError(f"--draft-p-min {p_min} is out of range: it must be 0 to 1", code=2, hint="0.75 is common")
+    check_server_options(local, drafter, baseline, baseline_server, instead="run a local pair")
     session = ServerSession(
         check_url(url),
-        k=k,
-        n_min=n_min,
-        p_min=p_min,
         with_baseline=baseline,
         baseline_url=check_url(baseline_server) if baseline_server else None,
         **kwargs,

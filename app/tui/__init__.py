@@ -3,19 +3,26 @@ imported only here, so the other commands start fast."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-def run_chat(
-    pair: str | None = None,
-    drafter: str | None = None,
-    k: int | None = None,
-    theme: str | None = None,
-    server: str | None = None,
-    baseline: bool = False,
-    baseline_server: str | None = None,
-    *,
-    target: str | None = None,
-    draft: str | None = None,
-) -> int:
+
+@dataclass(frozen=True)
+class ChatOptions:
+    """What a bare `specchat` or `specchat chat` was given (cli.py declares
+    and documents each option)."""
+
+    pair: str | None
+    target: str | None  # a pair by its files
+    draft: str | None
+    drafter: str | None
+    k: int | None
+    theme: str | None
+    server: str | None  # a llama.cpp server instead of a local pair
+    baseline: bool
+    baseline_server: str | None
+
+
+def run_chat(options: ChatOptions) -> int:
     """Run the chat; returns the exit code (1 when the app crashed). With
     `server`, the chat talks to a llama.cpp server (specchat.server.session);
     with `target` (and `draft`), on those files."""
@@ -26,30 +33,37 @@ def run_chat(
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models, chat_models
 
+    o = options
     loaded = read_settings()
     settings = loaded.settings
-    if theme:
-        settings.theme = theme
+    if o.theme:
+        settings.theme = o.theme
     # A server is probed before the app starts: unreachable is one line, not an app with no model.
     server_models = chat_models(
-        server, pair=pair, drafter=drafter, baseline=baseline, baseline_server=baseline_server, target=target
+        o.server,
+        pair=o.pair,
+        drafter=o.drafter,
+        baseline=o.baseline,
+        baseline_server=o.baseline_server,
+        target=o.target,
     )
-    if drafter is not None and server_models is None:
-        checks.drafter(drafter)
-    if k is not None:
-        checks.k(k)
-    models = server_models or Models(target, draft)  # missing files are one line, before the app starts
-    if pair is not None and target is None:
+    if o.drafter is not None and server_models is None:
+        checks.drafter(o.drafter)
+    if o.k is not None:
+        checks.k(o.k)
+    models = server_models or Models(o.target, o.draft)  # missing files are one line, before the app starts
+    pair = o.pair
+    if pair is not None and o.target is None:
         known_pair(pair)  # an unknown --pair is one line, before the app starts
-    if server_models is not None or target is not None:
+    if server_models is not None or o.target is not None:
         pair = models.default_pair()
     history, note = open_history()
     app = SpecchatApp(
         models,
         settings,
         pair=pair,
-        drafter=drafter,
-        k=k,
+        drafter=o.drafter,
+        k=o.k,
         history=history,
         config_errors=loaded.errors,
         history_note=note,
