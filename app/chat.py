@@ -11,6 +11,7 @@ thread and use `cancel` and `set_drafter`/`set_k` from any thread.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -134,6 +135,7 @@ class ChatSession(Dialogue[Turn]):
         # turn's reply joins it, owned by `memory_owner` (the chat's conversation id).
         self.memory = Memory(lambda text: target.tokenize(text, special=False))
         self.memory_owner: object = None
+        self._remembering = threading.Lock()  # held while a fill tokenizes: close waits for it
         self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint, self.memory)
         self.engine = Engine(
             target,
@@ -245,10 +247,11 @@ class ChatSession(Dialogue[Turn]):
         """Offer stored replies (owner, the user's message, the reply) to the
         memory, tokenized here: call it from any thread; the next turn takes
         them in."""
-        for owner, user_text, reply in replies:
-            if not self.memory.on:
-                return
-            self.memory.offer_text(self.prompt_for(user_text), reply, owner)
+        with self._remembering:
+            for owner, user_text, reply in replies:
+                if not self.memory.on:
+                    return
+                self.memory.offer_text(self.prompt_for(user_text), reply, owner)
 
     def forget(self, owner: object) -> None:
         """Drop what `owner` (a conversation's id) put in the memory."""
@@ -306,5 +309,7 @@ class ChatSession(Dialogue[Turn]):
             dropped += 1
 
     def close(self) -> None:
-        self.drafters.close()
-        self.target.close()
+        self.memory.on = False  # a fill still tokenizing stops at its next reply...
+        with self._remembering:  # ...before the model it tokenizes with is freed
+            self.drafters.close()
+            self.target.close()
