@@ -160,3 +160,29 @@ def test_sampling_with_memory_drafts_matches_the_target_distribution():
     expected = expected / expected.sum() * counts.sum()
     support = expected > 0
     assert chisquare(counts[support], expected[support]).pvalue > 0.001
+
+
+def test_hybrid_takes_the_memory_where_its_match_is_longer():
+    plain = session("off").reply(QUESTION).tokens
+    model = FakeModel(seed=0, n_vocab=120)
+    s = ChatSession(model, lambda: FakeModel(seed=1, n_vocab=120), drafter="hybrid", k=4, max_tokens=60)
+    s.reply(QUESTION)
+    s.clear()
+    again = s.reply(QUESTION)
+    assert again.tokens == plain
+    assert again.rounds[0].drafter == "memory" and again.stats.memory_accepted >= 40
+
+
+def test_memory_tokens_have_their_own_colour_in_every_mode_and_theme():
+    from specchat.display import round_spans
+    from specchat.stats import Round
+    from specchat.themes import BUILTIN, span_style
+
+    for theme in BUILTIN:
+        v = theme.variables
+        others = {v[n] for n in ("spec-accepted", "spec-rejected", "spec-ngram", "spec-model", "spec-grammar")}
+        assert v["spec-memory"] not in others, theme.name
+    for mode in ("memory", "hybrid", "auto"):
+        r = Round(accepted=[6], rejected=[], target=7, drafter="memory", plain=False, mode=mode, accepted_text=" x")
+        [span] = [s for s in round_spans(r) if s["kind"] == "accepted"]
+        assert span_style(span["kind"], span["drafter"]) == "$spec-memory"
