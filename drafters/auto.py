@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from specchat.costmodel import CostModel
 from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, MemoryPart, NgramPart
+from specchat.drafters.memory import MAX_MATCH
 
 EXPLORE_EVERY = 32  # one round in this many judges the options optimistically
 MAX_BUCKET = 16  # n-gram matches this long or longer share one estimate
@@ -68,9 +69,10 @@ class CopyRate(Acceptance):
         self.hits[0] = self.decay * self.hits[0] + accepted
 
 
-def copy_rates() -> dict[int, CopyRate]:
-    """A copy's rate per match length: the longer the match, the higher the prior."""
-    return {b: CopyRate(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, MAX_BUCKET + 1)}
+def copy_rates(longest: int = MAX_BUCKET) -> dict[int, CopyRate]:
+    """A copy's rate per match length (matches `longest` or longer share one):
+    the longer the match, the higher the prior."""
+    return {b: CopyRate(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, longest + 1)}
 
 
 class AutoDrafter(Drafter):
@@ -93,7 +95,7 @@ class AutoDrafter(Drafter):
         # of the same text: a high prior, per position like the draft model's.
         self.grammar_acc = Acceptance(prior=0.9)
         self.ngram_acc = copy_rates()
-        self.memory_acc = copy_rates()
+        self.memory_acc = copy_rates(MAX_MATCH)  # a question asked again matches all its prompt's tail
         self.model_acc = Acceptance(prior=0.6)
         self.draft_cost_prior = draft_cost_prior
         self.draft_step: float | None = None  # measured seconds per drafted token
@@ -165,7 +167,7 @@ class AutoDrafter(Drafter):
         found = self.memory.candidate(context, k) if self.memory is not None else None
         if found is not None:
             match, candidate = found
-            acc = self.memory_acc[min(match, MAX_BUCKET)]
+            acc = self.memory_acc[min(match, MAX_MATCH)]
             length, rate = self._best_length(acc, len(candidate), 0.0, optimism, warmup)
             if length:
                 yield rate, "memory", length, acc, candidate
