@@ -126,9 +126,9 @@ def test_a_speedup_whose_spread_holds_one_is_no_measurable_difference():
               "machine": {"cpu_model": "cpu", "threads": 2, "load_average": {"start": [1.0], "end": [1.0]}}}  # fmt: skip
     show(report, Console(file=out, width=300))
     text = out.getvalue()
-    assert "ngram k=4: median speedup 1.10× over 3 prompt runs (middle half 1.02–1.16×, all 0.95–1.20×): faster" in text
+    assert "ngram k=4: median speedup 1.10× over 3 prompt runs (spread 1.02–1.16×, all 0.95–1.20×): faster" in text
     assert (
-        "auto k=4: median speedup 0.80× over 3 prompt runs (middle half 0.75–1.00×, all 0.70–1.20×): no measurable difference"
+        "auto k=4: median speedup 0.80× over 3 prompt runs (spread 0.75–1.00×, all 0.70–1.20×): no measurable difference"
         in text
     )
 

@@ -93,7 +93,7 @@ def test_the_verdict_in_words():
     assert verdict(row("faster", 1.2)) == "pays here (1.4× on code-edit; median 1.20×)"
     assert verdict(row("slower", 0.8)) == "loses here (0.80×): auto will not use it"
     assert verdict(row("slower", 0.8, "auto")) == "loses here (0.80×)"
-    assert verdict(row("no measurable difference", 1.03)) == "break-even (1.03×; middle half of its runs 0.95–1.08×)"
+    assert verdict(row("no measurable difference", 1.03)) == "break-even (1.03×; spread 0.95–1.08×)"
     assert verdict(row("no measurable difference", None)) == "not measured"
 
 

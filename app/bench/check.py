@@ -70,7 +70,7 @@ def verdict(row: dict) -> str:
     if row["measured"] == LOSS:
         return f"loses here ({median:.2f}×)" + ("" if row["drafter"] == "auto" else ": auto will not use it")
     lo, hi = row["spread"]
-    return f"break-even ({median:.2f}×; middle half of its runs {lo:.2f}–{hi:.2f}×)"
+    return f"break-even ({median:.2f}×; spread {lo:.2f}–{hi:.2f}×)"
 
 
 def figures(report: dict, step_of_draft: float | None) -> dict:

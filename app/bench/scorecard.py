@@ -448,7 +448,7 @@ def spread_lines(items: list[dict]) -> list[str]:
         mid_lo, mid_hi = o["spread"]
         lines.append(
             f"{o['drafter']} k={o['k']}: median speedup {o['speedup_median']:.2f}× over {o['pairs']} prompt runs "
-            f"(middle half {mid_lo:.2f}–{mid_hi:.2f}×, all {lo:.2f}–{hi:.2f}×): {o['measured']}"
+            f"(spread {mid_lo:.2f}–{mid_hi:.2f}×, all {lo:.2f}–{hi:.2f}×): {o['measured']}"
         )
     return lines
 
