@@ -172,13 +172,16 @@ def models_add(
 def models_scan(
     dirs: list[str] | None = typer.Argument(None, help="Folders to scan (default: LM Studio, Ollama, llama.cpp, HF)."),
     add: bool = typer.Option(False, "--add", help="Register the proposed pairs as local pairs."),
+    measure: bool = typer.Option(
+        False, "--measure", help="Check each proposed pair on this machine (as `models check` does; minutes each)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Find the GGUF files you have and which can draft for which (llama.cpp's rule)."""
     from specchat.store.scan import run_scan
 
     try:
-        run_scan(dirs or None, add=add, json_out=json_out)
+        run_scan(dirs or None, add=add, json_out=json_out, measure=measure)
     except SpecchatError as err:
         _fail(err)
 

@@ -205,3 +205,24 @@ def test_a_broken_ollama_manifest_is_one_line_and_the_scan_goes_on(home):
         f"  {manifests / 'other'}: its model digest is not sha256:HEX; skipped",
         "no pair proposed: no smaller file shares a target's tokenizer",
     ]
+
+
+@pytest.mark.real
+def test_scan_measure_checks_each_proposed_pair_and_keeps_the_verdict_of_an_added_one(home, tmp_path, tiny_pair):
+    mine = tmp_path / "my-models"
+    mine.mkdir()
+    os.link(tiny_pair[0], mine / "small.gguf")
+    with open(tiny_pair[0], "rb") as src, open(mine / "big.gguf", "wb") as dst:
+        dst.write(src.read() + bytes(4096))  # the same model, a bigger file: a target the small one drafts for
+    result = cli("models", "scan", str(mine), "--add", "--measure")
+    assert result.exit_code == 0, result.output
+    measured = [line for line in result.stdout.splitlines() if line.startswith("measured ")]
+    assert len(measured) == 1, result.stdout
+    kept = json.loads((Path(os.environ["SPECCHAT_HOME"]) / "data" / "verdicts.json").read_text())["pairs"]
+    assert list(kept) == ["big"] and list(kept["big"]["drafters"]) == ["draft", "ngram", "auto"]
+    said = " · ".join(f"{name}: {line}" for name, line in kept["big"]["drafters"].items())
+    assert measured[0] == f"measured big: {said}"
+    for line in kept["big"]["drafters"].values():
+        assert line.startswith(("pays here (", "break-even (", "loses here (")), line
+    listing = cli("models")
+    assert f"checked {kept['big']['checked_at'][:10]}: draft {kept['big']['drafters']['draft']}" in listing.stdout

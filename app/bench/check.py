@@ -146,19 +146,19 @@ def lines(result: dict) -> list[str]:
     return out
 
 
-def run_check(
+def check_pair(
     pair: str | None,
     target: str | None = None,
     draft: str | None = None,
     *,
     prompts: str | None = None,
     max_tokens: int = MAX_TOKENS,
-    json_out: bool = False,
     threads: int | None = None,
     n_gpu_layers: int = -1,
     draft_n_gpu_layers: int = -1,
-) -> int:
-    """`specchat models check`; returns the exit code (130 when stopped with Ctrl-C)."""
+) -> dict:
+    """Measure one pair (by name, or by its files) and return the check's
+    figures; a named pair's verdict is kept. Progress goes to stderr."""
     from specchat.loader import pair_files
     from specchat.store import verdicts
 
@@ -184,12 +184,26 @@ def run_check(
     result = figures(report, step)
     if target is None and not result["interrupted"]:
         _keep(verdicts.save, label, result, status)
+    return result
+
+
+def run_check(
+    pair: str | None, target: str | None = None, draft: str | None = None, *, json_out: bool = False, **how
+) -> int:
+    """`specchat models check`; returns the exit code (130 when stopped with Ctrl-C)."""
+    result = check_pair(pair, target, draft, **how)
     if json_out:
         print(safe_json(result, indent=2))
     else:
         for line in lines(result):
             print(safe_text(line))
     return 130 if result["interrupted"] else 0
+
+
+def verdict_line(name: str, result: dict) -> str:
+    """One pair's verdicts on one line (scan --measure)."""
+    said = " · ".join(f"{d}: {row['verdict']}" for d, row in result["drafters"].items())
+    return f"measured {name}: {said}" + (" (interrupted)" if result["interrupted"] else "")
 
 
 def _keep(save, label: str, result: dict, status: Console) -> None:

@@ -235,13 +235,18 @@ def proposals(entries: list[Candidates]) -> list[tuple[str, Found, Found]]:
 # --- the command ---------------------------------------------------------------------------
 
 
-def run_scan(dirs: list[str] | None, add: bool = False, json_out: bool = False) -> None:
+def run_scan(dirs: list[str] | None, add: bool = False, json_out: bool = False, measure: bool = False) -> None:
+    """`specchat models scan`: what it finds, the pairs it proposes, with
+    `add` registered, with `measure` each checked (bench.check) on this machine."""
     result = scan(dirs)
     entries = candidates(result.found)
     proposed = proposals(entries)
     if json_out:
         data = _as_json(result, entries, proposed)
         data["added"] = [_add(name, target, draft, say=False) for name, target, draft in proposed] if add else []
+        data["measured"] = (
+            {name: _measure(name, target, draft, add) for name, target, draft in proposed} if measure else {}
+        )
         print(safe_json(data, indent=2))
         return
     for line in _lines(result, entries, proposed):
@@ -249,8 +254,23 @@ def run_scan(dirs: list[str] | None, add: bool = False, json_out: bool = False) 
     if add:
         for name, target, draft in proposed:
             _add(name, target, draft, say=True)
-        if proposed:
-            print(safe_text(f"chat with `specchat --pair {proposed[0][0]}`"))
+    if measure:
+        from specchat.bench.check import verdict_line
+
+        for name, target, draft in proposed:
+            print(safe_text(verdict_line(name, _measure(name, target, draft, add))), flush=True)
+    if add and proposed:
+        print(safe_text(f"chat with `specchat --pair {proposed[0][0]}`"))
+
+
+def _measure(name: str, target: Found, draft: Found, added: bool) -> dict:
+    """The check's figures for a proposed pair: by name where it was added
+    (so its verdict is kept), else by its files."""
+    from specchat.bench.check import check_pair
+
+    if added:
+        return check_pair(name)
+    return check_pair(None, str(target.path), str(draft.path))
 
 
 def _add(name: str, target: Found, draft: Found, say: bool) -> str:
