@@ -104,6 +104,6 @@ def test_code_edit_on_the_default_pair(default_pair, drafter, k, min_alpha):
     if min_alpha is not None:
         assert s["alpha"] >= min_alpha, s
     else:
-        assert sum(out["auto_choices"].values()) > 0 and set(out["auto_choices"]) <= {"off", "ngram", "draft"}
+        assert sum(out["auto_choices"].values()) > 0 and set(out["auto_choices"]) <= {"off", "ngram", "memory", "draft"}
     assert s["identical"] is True, f"diverged from plain decoding at token {s['first_divergence']}"
     assert "read_rows" in out["text"]
