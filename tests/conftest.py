@@ -9,6 +9,18 @@ import pytest
 
 import specchat  # noqa: F401  before any test module imports numpy: see app/llamacpp/native.py
 
+# --- isolation: no test reads or writes the user's own specchat folders ----------------
+
+
+@pytest.fixture(autouse=True)
+def _own_specchat_home(tmp_path_factory, monkeypatch):
+    """An empty SPECCHAT_HOME for every test (specchat_home names it for a
+    test that looks inside): `specchat run` records its turns in the history
+    and drafts from it, so neither the user's history nor another test's
+    turns may reach a test."""
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path_factory.mktemp("specchat-home")))
+
+
 # --- model store fixtures (owned by catalog/store/pull) -------------------------------
 # Real model files live in a store outside the clone, shared by every test run:
 # SPECCHAT_TEST_MODELS, default ~/.cache/specchat/test-models. A missing pair is
