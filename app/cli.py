@@ -367,8 +367,13 @@ def run(
             verbose=verbose,
         )
         session.set_constraint(constraint)
+        from specchat.config import load_settings
+
         history = None if no_history else _history()
-        raise typer.Exit(run_once(session, prompt, json_out=json_out, identical=check_identical, history=history))
+        remember = history is not None and load_settings().memory  # settings.toml's memory = false: record only
+        raise typer.Exit(
+            run_once(session, prompt, json_out=json_out, identical=check_identical, history=history, remember=remember)
+        )
     except SpecchatError as err:
         _fail(err)
 

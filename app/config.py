@@ -43,6 +43,7 @@ class Settings:
     system_prompt: str = ""
     threads: int = 0  # 0 = let llama.cpp / the loader choose
     ctx: int = 0  # 0 = the loader's default
+    memory: bool = True  # draft from this user's earlier replies in the history (F10: off for one chat)
     keymap: dict[str, str] = field(default_factory=dict)
 
 
@@ -62,6 +63,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "system_prompt": str,
     "threads": int,
     "ctx": int,
+    "memory": bool,
     "keymap": dict,
 }
 
@@ -127,7 +129,7 @@ def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
 
 
 def _has_type(key: str, value: object) -> bool:
-    return isinstance(value, _TYPES[key]) and not isinstance(value, bool)
+    return isinstance(value, _TYPES[key]) and (_TYPES[key] is bool or not isinstance(value, bool))
 
 
 def _default(s: Settings, key: str) -> str:
@@ -147,7 +149,12 @@ def _out_of_range(key: str, value) -> str | None:
 
 def _type_name(key: str) -> str:
     t = _TYPES[key]
-    names: dict[type | tuple[type, ...], str] = {str: "a string", int: "a whole number", dict: "a table"}
+    names: dict[type | tuple[type, ...], str] = {
+        str: "a string",
+        int: "a whole number",
+        dict: "a table",
+        bool: "true or false",
+    }
     return names.get(t, "a number")
 
 

@@ -151,10 +151,16 @@ def record(history: History, session: ChatSession, prompt: str, turn: Turn) -> N
 
 
 def run_once(
-    session: ChatSession, prompt: str, *, json_out: bool, identical: bool, history: History | None = None
+    session: ChatSession,
+    prompt: str,
+    *,
+    json_out: bool,
+    identical: bool,
+    history: History | None = None,
+    remember: bool = True,
 ) -> int:
     out = None if json_out else Output()
-    if history is not None:
+    if history is not None and remember:
         session.remember(history.replies())  # taken in before the turn's clock starts
     turn = session.reply(prompt, on_round=out.round if out else None)
     if history is not None:

@@ -42,6 +42,12 @@ def test_run_records_its_turn_and_the_next_run_drafts_from_it(tiny_pair, tmp_pat
     # Nothing read: the memory holds this turn alone (its reply behind its prompt's tail).
     assert quiet["stats"]["memory_accepted"] == 0 and quiet["stats"]["memory_held"] <= 40 + PROMPT_TAIL
     assert len(history.list()) == 2  # nothing written
+    # memory = false in the settings: the turn is recorded, nothing is drafted from the history.
+    (tmp_path / "config").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "config" / "settings.toml").write_text("memory = false\n")
+    off = run_json(tmp_path, QUESTION, "--target", target, "--drafter", "memory", "--max-tokens", "40")
+    assert off["stats"]["memory_accepted"] == 0 and off["stats"]["memory_held"] <= 40 + PROMPT_TAIL
+    assert len(history.list()) == 3
     history.close()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from textual.widgets import Static
 
 from specchat.chat import ChatSession
+from specchat.config import read_settings
 from specchat.history import History, Message
 from specchat.tui.widgets import StatsPanel
 from tests.support.fake_model import WORDS, FakeModel
@@ -84,3 +85,28 @@ async def test_the_memory_key_turns_it_off_for_this_chat(tmp_path):
         await pilot.press("ctrl+n")
         again = await send(pilot, QUESTION)
         assert again.stats["memory_accepted"] >= 40  # refilled from the history
+
+
+async def test_memory_false_in_the_settings_starts_every_chat_with_it_off(tmp_path):
+    stored(tmp_path)
+    (tmp_path / "settings.toml").write_text("memory = false\n")
+    loaded = read_settings(tmp_path / "settings.toml")
+    assert loaded.errors == [] and loaded.settings.memory is False
+    app = make_app(tmp_path, WordModels(), settings=loaded.settings, drafter="memory")
+    async with app.run_test(size=(140, 50)) as pilot:
+        await ready(pilot)
+        assert app.session.memory.on is False
+        reply = await send(pilot, QUESTION)
+        assert reply.stats["memory_accepted"] == 0 and reply.stats["memory_held"] is None
+        await pilot.press("f10")  # on for this chat: filled from the history
+        assert "memory on: drafting from your earlier replies" in notices(app)
+        await pilot.press("ctrl+n")
+        again = await send(pilot, QUESTION)
+        assert again.stats["memory_accepted"] >= 40
+
+
+def test_a_memory_setting_that_is_not_true_or_false_is_one_line(tmp_path):
+    (tmp_path / "settings.toml").write_text('memory = "no"\n')
+    loaded = read_settings(tmp_path / "settings.toml")
+    assert loaded.settings.memory is True
+    assert loaded.errors == [f"{tmp_path / 'settings.toml'}, line 1: memory should be true or false, not 'no'; using True"]

@@ -20,6 +20,7 @@ from specchat.tui.widgets import (
     StatusBar,
     UserMessage,
 )
+from specchat.themes import SPEC_DEFAULTS
 from tests.support.tui import (
     DARK,
     FakeModels,
@@ -323,5 +324,6 @@ async def test_legend_shows_the_colours(tmp_path):
         runs = [(t, hexcolor(s), bool(s.strike)) for w in app.screen.query("Static") for t, s in segments(w)]
         assert ("accepted draft", DARK["accepted"], False) in runs
         assert ("rejected draft", DARK["rejected"], True) in runs
+        assert ("memory accepted", SPEC_DEFAULTS["spec-memory"], False) in runs
         await pilot.press("escape")
         assert app.screen.__class__.__name__ != "LegendScreen"

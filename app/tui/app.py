@@ -85,6 +85,7 @@ class SpecchatApp(ChatActions):
         self.history_note = history_note  # why the history is off or fresh, if it is
         self.save_settings = save_settings
         self.conversation = Conversation(history, partial(self.notify, title="history", severity="warning", timeout=15))
+        self.conversation.memory_on = self.settings.memory  # F10 turns it off (or on) for this chat only
         self.pacer = Pacer()
         self.session = None
         self.cancel_event = threading.Event()

@@ -46,7 +46,7 @@ class Conversation:
         if self.session is not None:
             session.replace_messages(self.session.messages)
         self.session = session
-        self._fill_memory()
+        self.set_memory(self.memory_on)  # the chat's setting carries over to the new session
 
     @property
     def last_is_reply(self) -> bool:

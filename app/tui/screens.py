@@ -51,6 +51,10 @@ class LegendScreen(ModalScreen[None]):
             ("⟨JSON · file⟩", "bold $spec-grammar"),
             " in the status bar while replies are constrained",
         )
+        memory = Content.assemble(
+            ("memory accepted", "$spec-memory"),
+            ": tokens copied from your earlier replies in the history (F10 turns the memory off for this chat)",
+        )
         numbers = Content.assemble(
             "α = tokens per verify · speedup ",
             ("> 1", "bold $spec-good"),
@@ -64,6 +68,7 @@ class LegendScreen(ModalScreen[None]):
             yield Static(sample)
             yield Static(hybrid)
             yield Static(grammar)
+            yield Static(memory)
             yield Static(numbers)
             if self.server_note:
                 yield Static(Content.assemble(("server totals", "$spec-accepted"), safe_text(self.server_note)))
