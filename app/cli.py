@@ -181,9 +181,10 @@ def models_scan(
     from specchat.store.scan import run_scan
 
     try:
-        run_scan(dirs or None, add=add, json_out=json_out, measure=measure)
+        code = run_scan(dirs or None, add=add, json_out=json_out, measure=measure)
     except SpecchatError as err:
         _fail(err)
+    raise typer.Exit(code)
 
 
 @models_app.command("check")

@@ -235,42 +235,47 @@ def proposals(entries: list[Candidates]) -> list[tuple[str, Found, Found]]:
 # --- the command ---------------------------------------------------------------------------
 
 
-def run_scan(dirs: list[str] | None, add: bool = False, json_out: bool = False, measure: bool = False) -> None:
+def run_scan(dirs: list[str] | None, add: bool = False, json_out: bool = False, measure: bool = False) -> int:
     """`specchat models scan`: what it finds, the pairs it proposes, with
-    `add` registered, with `measure` each checked (bench.check) on this machine."""
+    `add` registered, with `measure` each checked (bench.check) on this
+    machine; returns the exit code (130 where Ctrl-C stopped a check)."""
     result = scan(dirs)
     entries = candidates(result.found)
     proposed = proposals(entries)
     if json_out:
         data = _as_json(result, entries, proposed)
         data["added"] = [_add(name, target, draft, say=False) for name, target, draft in proposed] if add else []
-        data["measured"] = (
-            {name: _measure(name, target, draft, add) for name, target, draft in proposed} if measure else {}
-        )
+        data["measured"] = dict(_measured(proposed, add)) if measure else {}
         print(safe_json(data, indent=2))
-        return
+        return 130 if any(m["interrupted"] for m in data["measured"].values()) else 0
     for line in _lines(result, entries, proposed):
         print(safe_text(line))
     if add:
         for name, target, draft in proposed:
             _add(name, target, draft, say=True)
+    stopped = False
     if measure:
         from specchat.bench.check import verdict_line
 
-        for name, target, draft in proposed:
-            print(safe_text(verdict_line(name, _measure(name, target, draft, add))), flush=True)
+        for name, checked in _measured(proposed, add):
+            print(safe_text(verdict_line(name, checked)), flush=True)
+            stopped = checked["interrupted"]
     if add and proposed:
         print(safe_text(f"chat with `specchat --pair {proposed[0][0]}`"))
+    return 130 if stopped else 0
 
 
-def _measure(name: str, target: Found, draft: Found, added: bool) -> dict:
-    """The check's figures for a proposed pair: by name where it was added
-    (so its verdict is kept), else by its files."""
+def _measured(proposed: list[tuple[str, Found, Found]], added: bool) -> Iterator[tuple[str, dict]]:
+    """Each proposed pair's check, in turn: by name where it was added (so
+    its verdict is kept), else by its files. Ctrl-C ends the check under way
+    and the scan's measuring."""
     from specchat.bench.check import check_pair
 
-    if added:
-        return check_pair(name)
-    return check_pair(None, str(target.path), str(draft.path))
+    for name, target, draft in proposed:
+        checked = check_pair(name) if added else check_pair(None, str(target.path), str(draft.path))
+        yield name, checked
+        if checked["interrupted"]:
+            return
 
 
 def _add(name: str, target: Found, draft: Found, say: bool) -> str:
