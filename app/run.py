@@ -16,6 +16,7 @@ conversation of its own, as the chat records its turns."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 
 from rich.console import Console
@@ -144,6 +145,10 @@ def constraint_line(report: dict) -> str:
     )
 
 
+def _warn(line: str) -> None:
+    sys.stderr.write(safe_text(f"warning: {line}") + "\n")
+
+
 def record(history: History, session: ChatSession, prompt: str, turn: Turn) -> None:
     """The turn as a conversation in the history, with its stats and spans as the chat keeps them."""
     stats = {**turn.stats.to_dict(), "drafters": [session.drafter_name]}
@@ -160,11 +165,17 @@ def run_once(
     remember: bool = True,
 ) -> int:
     out = None if json_out else Output()
-    if history is not None and remember:
-        session.remember(history.replies())  # taken in before the turn's clock starts
+    try:
+        if history is not None and remember:
+            session.remember(history.replies())  # taken in before the turn's clock starts
+    except sqlite3.Error as err:
+        _warn(f"cannot read the history ({err}); this reply drafts without it")
     turn = session.reply(prompt, on_round=out.round if out else None)
-    if history is not None:
-        record(history, session, prompt, turn)
+    try:
+        if history is not None:
+            record(history, session, prompt, turn)
+    except sqlite3.Error as err:  # the reply is shown all the same
+        _warn(f"cannot save this turn in the history ({err})")
     if identical:
         check_identical(session, turn)
     if out is None:

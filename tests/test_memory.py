@@ -186,3 +186,20 @@ def test_memory_tokens_have_their_own_colour_in_every_mode_and_theme():
         r = Round(accepted=[6], rejected=[], target=7, drafter="memory", plain=False, mode=mode, accepted_text=" x")
         [span] = [s for s in round_spans(r) if s["kind"] == "accepted"]
         assert span_style(span["kind"], span["drafter"]) == "$spec-memory"
+
+
+def test_run_with_a_history_it_cannot_read_or_write_still_prints_the_reply(tmp_path, capsys):
+    import json
+
+    from specchat.run import run_once
+
+    history = History(tmp_path / "history.sqlite3")
+    history.db.close()  # every read and write now fails, as a database gone bad under specchat would
+    session = ChatSession(FakeModel(), drafter="memory", k=4, max_tokens=20)
+    assert run_once(session, "hello there", json_out=True, identical=False, history=history) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["text"] == session.messages[-1]["content"] != ""
+    assert err.splitlines() == [
+        "warning: cannot read the history (Cannot operate on a closed database.); this reply drafts without it",
+        "warning: cannot save this turn in the history (Cannot operate on a closed database.)",
+    ]
