@@ -152,6 +152,9 @@ def test_changed_bytes_are_refused_and_a_new_mtime_alone_is_not(specchat_home, t
     target.unlink()
     lines = one_line_error(cli("run", "hi", "--pair", "smol", "--drafter", "ngram", "--max-tokens", "2"))
     assert lines[0] == f"error: the target of local pair 'smol' is gone: no file at {target}"
+    from specchat.tui.models import Models
+
+    assert Models().is_pulled("smol")  # the chat opens it and names the fix; a local pair is never offered a pull
 
 
 @pytest.mark.real

@@ -268,6 +268,8 @@ def test_a_bad_address_is_refused_at_the_edge():
     assert out.returncode == 2 and "is not an http(s) address" in out.stderr
     out = specchat("run", "--server", "http://127.0.0.1:9", "--pair", "smollm2-135m", "hi")
     assert out.returncode == 2 and "--pair cannot be used with --server" in out.stderr
+    out = specchat("--server", "http://127.0.0.1:9", "--draft", "small.gguf")  # the chat, as run
+    assert out.returncode == 2 and "--draft cannot be used with --server" in out.stderr
 
 
 @pytest.mark.real

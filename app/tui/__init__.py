@@ -46,6 +46,7 @@ def run_chat(options: ChatOptions) -> int:
         baseline=o.baseline,
         baseline_server=o.baseline_server,
         target=o.target,
+        draft=o.draft,
     )
     if o.drafter is not None and server_models is None:
         checks.drafter(o.drafter)

@@ -136,14 +136,15 @@ class Models:
         return self.file_pair or default_pair_name()
 
     def is_pulled(self, name: str) -> bool:
-        """Both files are in the store. One whose bytes changed counts too:
-        opening it then fails with a message that names the file and the fix."""
+        """Both files are in the store, or the pair is a local one (never pulled).
+        A file whose bytes changed or that is gone counts too: opening it then
+        fails with a message that names the file and the fix."""
         from specchat.store.files import pair_status
 
         if self.files is not None and name == self.file_pair:
             return True
         entry = pair_status(name)[0]
-        return all(entry[role]["state"] in ("verified", "damaged") for role in ("target", "draft"))
+        return entry["local"] or all(entry[role]["state"] in ("verified", "damaged") for role in ("target", "draft"))
 
     def pull(self, name: str) -> None:
         """Blocking; run it in a thread. Progress comes from `pull_progress`."""
@@ -285,6 +286,7 @@ def chat_models(
     baseline: bool,
     baseline_server: str | None,
     target: str | None = None,
+    draft: str | None = None,
 ) -> ServerModels | None:
     """The chat's model source for `specchat --server URL`, checked before the
     app starts (an unreachable server is one line, not an app with no model);
@@ -301,7 +303,11 @@ def chat_models(
     from specchat.server.session import ServerSession, check_server_options
 
     check_server_options(
-        {"--pair": pair, "--target": target}, drafter, baseline, baseline_server, instead="chat with a local pair"
+        {"--pair": pair, "--target": target, "--draft": draft},
+        drafter,
+        baseline,
+        baseline_server,
+        instead="chat with a local pair",
     )
     probe = ServerSession(
         check_url(url), with_baseline=baseline, baseline_url=check_url(baseline_server) if baseline_server else None
