@@ -243,15 +243,16 @@ class ChatSession(Dialogue[Turn]):
 
     # --- the memory: this user's earlier replies ----------------------------------------
 
-    def remember(self, replies: Iterable[tuple[object, str, str]]) -> None:
+    def remember(self, replies: Iterable[tuple[object, str, str]], ticket: int | None = None) -> None:
         """Offer stored replies (owner, the user's message, the reply) to the
         memory, tokenized here: call it from any thread; the next turn takes
-        them in."""
+        them in. `ticket` (memory.ticket(), taken before the replies were
+        read): a conversation forgotten since, or a clear, drops the rest."""
         with self._remembering:
             for owner, user_text, reply in replies:
-                if not self.memory.on:
+                if not self.memory.on or self.memory.cleared_since(ticket):
                     return
-                self.memory.offer_text(self.prompt_for(user_text), reply, owner)
+                self.memory.offer_text(self.prompt_for(user_text), reply, owner, ticket)
 
     def forget(self, owner: object) -> None:
         """Drop what `owner` (a conversation's id) put in the memory."""

@@ -47,6 +47,7 @@ CHAIN = 16  # sightings examined per lookup, newest first
 ALPHA = 1.0  # tokens drafted per matched token
 PROMPT_TAIL = 48  # prompt tokens stored before each reply: a question asked again matches from its start
 SEP = -1  # between replies and over forgotten ones: never equal to a token
+EVERYONE = object()  # what `Memory.clear` forgets
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -196,26 +197,42 @@ class Memory:
         self._lock = threading.Lock()
         self.on = True  # off: nothing is offered, nothing drafted (the chat's setting)
         self.held = 0  # tokens the index held when it last took runs in (readable from any thread)
+        self._forgotten: list[object] = []  # owners forgotten so far, in order (EVERYONE: a clear)
 
-    def offer(self, tokens: Sequence[int], owner: object = None) -> None:
+    def ticket(self) -> int:
+        """Take one before reading replies from the history: an offer made
+        with it is dropped where its owner was forgotten since (a fill on its
+        thread never brings back a conversation deleted meanwhile)."""
+        with self._lock:
+            return len(self._forgotten)
+
+    def cleared_since(self, ticket: int | None) -> bool:
+        """The memory was emptied since `ticket` was taken (a fill with it can stop)."""
+        with self._lock:
+            return ticket is not None and EVERYONE in self._forgotten[ticket:]
+
+    def offer(self, tokens: Sequence[int], owner: object = None, ticket: int | None = None) -> None:
         """A run to store (a prompt's tail and its reply), taken in at the next turn."""
-        if self.on:
-            with self._lock:
+        with self._lock:
+            since = self._forgotten[ticket:] if ticket is not None else []
+            if self.on and owner not in since and EVERYONE not in since:
                 self._queue.append(("add", owner, list(tokens)))
 
-    def offer_text(self, prompt: Sequence[int], reply: str, owner: object = None) -> None:
+    def offer_text(self, prompt: Sequence[int], reply: str, owner: object = None, ticket: int | None = None) -> None:
         """A stored reply: its text is tokenized here, in the caller's thread."""
-        self.offer([*prompt[-PROMPT_TAIL:], *self.tokenize(reply)], owner)
+        self.offer([*prompt[-PROMPT_TAIL:], *self.tokenize(reply)], owner, ticket)
 
     def forget(self, owner: object) -> None:
         """Drop every run of `owner`, those still queued included."""
         with self._lock:
             self._queue = [q for q in self._queue if q[1] != owner]
             self._queue.append(("forget", owner, ()))
+            self._forgotten.append(owner)
 
     def clear(self) -> None:
         with self._lock:
             self._queue = [("clear", None, ())]
+            self._forgotten.append(EVERYONE)
 
     def absorb(self) -> None:
         """Take in what was offered (the drafting thread, between rounds)."""

@@ -79,6 +79,26 @@ def test_two_replies_that_part_ways_draft_only_up_to_the_parting():
 
 
 # --- forgetting ----------------------------------------------------------------------------
+def test_a_fill_still_running_never_brings_back_what_was_forgotten_or_cleared_since_it_read_the_history():
+    memory = Memory(tokenize=lambda text: [])
+    ticket = memory.ticket()  # the fill reads the history here, then tokenizes on its thread
+    memory.offer(list(range(10, 30)), owner=7, ticket=ticket)
+    memory.forget(7)  # the conversation is deleted while the fill runs
+    memory.offer(list(range(30, 50)), owner=7, ticket=ticket)  # the fill's later reply of it
+    memory.offer(list(range(50, 70)), owner=8, ticket=ticket)
+    memory.absorb()
+    assert list(memory.index.runs) == [8]
+    assert not memory.cleared_since(ticket)
+    memory.clear()  # F10 off, then on: a new fill takes over
+    memory.offer(list(range(70, 90)), owner=8, ticket=ticket)
+    memory.absorb()
+    assert memory.cleared_since(ticket) and memory.index.runs == {}
+    memory.offer(list(range(70, 90)), owner=9)  # the chat's own reply, no ticket: kept
+    memory.absorb()
+    assert list(memory.index.runs) == [9]
+
+
+
 
 
 def test_deleting_a_conversation_removes_its_ngrams_from_the_memory(tmp_path):

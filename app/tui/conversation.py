@@ -118,12 +118,13 @@ class Conversation:
         local = self._local()
         if local is None or self.history is None or not self.memory_on:
             return
+        ticket = local.memory.ticket()  # a conversation deleted from here on stays out
         try:
             replies = self.history.replies()
         except sqlite3.Error as err:
             self._stop_saving(err)
             return
-        threading.Thread(target=local.remember, args=(replies,), name="memory-fill", daemon=True).start()
+        threading.Thread(target=local.remember, args=(replies, ticket), name="memory-fill", daemon=True).start()
 
     def _own(self) -> None:
         """The next reply joins the memory as this conversation's."""
