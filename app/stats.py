@@ -105,7 +105,7 @@ def summarize(
     s.drafted = sum(r.drafted for r in verify)
     s.accepted = sum(len(r.accepted) for r in verify)
     s.acceptance_rate = s.accepted / s.drafted if s.drafted else 0.0
-    s.memory_accepted = sum(len(r.accepted) for r in verify if r.drafter == "memory")
+    s.memory_accepted = sum(len(r.accepted) - r.forced for r in verify if r.drafter == "memory")
     s.per_position_acceptance = per_position_acceptance(verify)
     s.t_draft = sum(r.t_draft for r in rounds)
     s.t_verify = sum(r.t_verify for r in verify)

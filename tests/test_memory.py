@@ -223,3 +223,10 @@ def test_run_with_a_history_it_cannot_read_or_write_still_prints_the_reply(tmp_p
         "warning: cannot read the history (Cannot operate on a closed database.); this reply drafts without it",
         "warning: cannot save this turn in the history (Cannot operate on a closed database.)",
     ]
+
+
+def test_the_grammars_forced_tokens_in_a_hybrid_round_are_not_counted_as_the_memorys():
+    from specchat.stats import Round, summarize
+
+    mixed = Round(accepted=[1, 2, 3, 4, 5], rejected=[9], target=6, drafter="memory", plain=False, forced=2, mode="hybrid")
+    assert summarize([mixed], 1.0).memory_accepted == 3
