@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from specchat.drafters import NAMES, default_k
+from specchat.drafters import NAMES, READS_MEMORY, default_k
 from specchat.errors import SpecchatError
 
 app = typer.Typer(
@@ -371,7 +371,8 @@ def run(
         from specchat.config import load_settings
 
         history = None if no_history else _history()
-        remember = history is not None and load_settings().memory  # settings.toml's memory = false: record only
+        # Only drafters that read the memory have it filled; memory = false in settings.toml: record only.
+        remember = drafter in READS_MEMORY and load_settings().memory
         raise typer.Exit(
             run_once(session, prompt, json_out=json_out, identical=check_identical, history=history, remember=remember)
         )

@@ -11,6 +11,8 @@ from __future__ import annotations
 NAMES = ("off", "ngram", "draft", "hybrid", "grammar", "memory", "auto")
 # Drafters that propose only while a constraint (--json-schema, --grammar) is on.
 NEEDS_CONSTRAINT = ("grammar",)
+# Drafters that draft from the memory of stored replies (the others never read it).
+READS_MEMORY = ("memory", "hybrid", "auto")
 # The most tokens a drafter may propose per round: --k, the settings, the
 # chat's k keys and bench all take k from this range.
 K_MIN, K_MAX = 1, 32
@@ -23,4 +25,4 @@ def default_k(drafter: str) -> int:
     return MODEL_K if drafter in ("draft", "hybrid") else DEFAULT_K
 
 
-__all__ = ["DEFAULT_K", "K_MAX", "K_MIN", "MODEL_K", "NAMES", "NEEDS_CONSTRAINT", "default_k"]
+__all__ = ["DEFAULT_K", "K_MAX", "K_MIN", "MODEL_K", "NAMES", "NEEDS_CONSTRAINT", "READS_MEMORY", "default_k"]

@@ -48,6 +48,10 @@ def test_run_records_its_turn_and_the_next_run_drafts_from_it(tiny_pair, tmp_pat
     off = run_json(tmp_path, QUESTION, "--target", target, "--drafter", "memory", "--max-tokens", "40")
     assert off["stats"]["memory_accepted"] == 0 and off["stats"]["memory_held"] <= 40 + PROMPT_TAIL
     assert len(history.list()) == 3
+    # A drafter that never reads the memory has none filled (the history is not tokenized for it).
+    (tmp_path / "config" / "settings.toml").write_text("memory = true\n")
+    plain = run_json(tmp_path, QUESTION, "--target", target, "--drafter", "ngram", "--max-tokens", "40")
+    assert plain["stats"]["memory_held"] <= 40 + PROMPT_TAIL and len(history.list()) == 4
     history.close()
 
 
