@@ -84,6 +84,7 @@ class NgramPart(Protocol):
     def catch_up(self, context: Sequence[int]) -> None: ...  # index what the conversation added
     def lookup(self, context: Sequence[int]) -> tuple[int, int, int] | None: ...  # (start, match, sightings)
     def continuation(self, start: int, n: int) -> list[int]: ...
+    def draft_from(self, found: tuple[int, int, int] | None, k: int) -> Draft: ...  # what a lookup earns
 
 
 @runtime_checkable

@@ -269,7 +269,7 @@ def stronger_copy(
     mine = ngram.lookup(seen)
     if found is not None and budget(found[0]) and (mine is None or found[0] > mine[1]):
         return Draft(found[1][: budget(found[0])], source=MemoryDrafter.name)
-    return ngram.propose(context, k, pending=pending)
+    return ngram.draft_from(mine, k)
 
 
 class MemoryDrafter(Drafter):

@@ -80,7 +80,10 @@ class NgramDrafter(Drafter):
         drafter (hybrid) proposed after the committed context, not committed
         yet (the index never holds them)."""
         self.catch_up(context)
-        found = self.lookup([*context, *pending] if pending else context)
+        return self.draft_from(self.lookup([*context, *pending] if pending else context), k)
+
+    def draft_from(self, found: tuple[int, int, int] | None, k: int) -> Draft:
+        """The draft a lookup's result earns: up to k tokens, as its evidence allows."""
         if found is None:
             return Draft(source=self.name)
         start, match, seen = found
