@@ -16,7 +16,6 @@ drafter is kept for `specchat models` and the chat's pair list
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from rich.console import Console
 
@@ -46,18 +45,6 @@ def check_plan(suites: list[Suite], has_draft: bool, max_tokens: int) -> Plan:
     """Bench's plan for the probe: off beside draft (where there is a draft model), ngram and auto."""
     drafters = [d for d in DRAFTERS if has_draft or d != "draft"]
     return Plan(suites, drafters, [], max_tokens, extras=False)
-
-
-def draft_step(path: Path, text: str, threads: int | None, n_gpu_layers: int) -> float:
-    """Seconds of one plain step of the draft model, timed as the target's
-    is (measure_cost_curve at one position, after the same real text)."""
-    from specchat.llamacpp import llama
-
-    model = llama.Model(path, n_ctx=2048, n_threads=threads, n_gpu_layers=n_gpu_layers)
-    try:
-        return measure_cost_curve(model, model.tokenize(text, special=False), 1).step
-    finally:
-        model.close()
 
 
 def verdict(row: dict) -> str:
@@ -160,7 +147,6 @@ def check_pair(
     """Measure one pair (by name, or by its files) and return the check's
     figures; a named pair's verdict is kept. Progress goes to stderr."""
     from specchat.loader import pair_files
-    from specchat.store import verdicts
 
     suites = probe_suites(prompts)  # a bad --prompts is one line before anything loads
     label, _, d_path = pair_files(pair, target, draft)
@@ -169,12 +155,12 @@ def check_pair(
     with status.status(f"loading {label}"):
         session, pair_info = open_bench_session(plan, pair, target, draft, threads, n_gpu_layers, draft_n_gpu_layers)
     try:
+        bench = Bench(session, plan, console=status)
         step = None
         if d_path is not None:
             with status.status("timing the draft model's step"):
-                text = "\n\n".join(p.text for s in plan.suites for p in s.prompts)
-                step = draft_step(d_path, text, threads, draft_n_gpu_layers)
-        bench = Bench(session, plan, console=status)
+                # The session's own draft model, timed as bench times the target: the probe's draft runs reuse it.
+                step = measure_cost_curve(session.drafters.draft_model().model, bench.real_text(), 1).step
         bench.run()
         report = bench.report(pair_info, command="specchat " + " ".join(sys.argv[1:]))
     finally:
@@ -183,7 +169,7 @@ def check_pair(
         raise SpecchatError("stopped before the cost curve was measured", hint="run the check again", code=130)
     result = figures(report, step)
     if target is None and not result["interrupted"]:
-        _keep(verdicts.save, label, result, status)
+        _keep(label, result, status)
     return result
 
 
@@ -206,9 +192,11 @@ def verdict_line(name: str, result: dict) -> str:
     return f"measured {name}: {said}" + (" (interrupted)" if result["interrupted"] else "")
 
 
-def _keep(save, label: str, result: dict, status: Console) -> None:
+def _keep(label: str, result: dict, status: Console) -> None:
     """Keep the verdict for `specchat models` and the chat; a read-only data dir only warns."""
+    from specchat.store import verdicts
+
     try:
-        save(label, result["checked_at"], {n: d["verdict"] for n, d in result["drafters"].items()})
+        verdicts.save(label, result["checked_at"], {n: d["verdict"] for n, d in result["drafters"].items()})
     except OSError as err:
         status.print(safe_text(f"warning: cannot keep the verdict ({err.strerror or err})"), style="yellow")

@@ -168,7 +168,7 @@ class Bench:
         try:
             with progress:
                 task = progress.add_task("cost curve", total=self.plan.total_runs)
-                text = self._real_text()
+                text = self.real_text()
                 self.session.target.argmax_only(self.session.sampling.greedy)  # timed as the greedy runs read rows
                 self.curve = measure_cost_curve(self.session.target, text, self.plan.max_k + 1)
                 if self.plan.extras:
@@ -256,7 +256,7 @@ class Bench:
             self._prompt_cache[prompt.text] = self.session.prompt_for(prompt.text)
         return self._prompt_cache[prompt.text]
 
-    def _real_text(self) -> list[int]:
+    def real_text(self) -> list[int]:
         """Tokens of the suites' own text, for the cost curve and the n-gram timing."""
         text = "\n\n".join(p.text for s in self.plan.suites for p in s.prompts)
         return self.session.target.tokenize(text, special=False)
