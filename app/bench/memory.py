@@ -16,17 +16,16 @@ A's, decode only), and whether greedy output stayed the same as off's.
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from specchat.bench.runner import write_json
 from specchat.bench.suites import load_prompts, load_suite
 from specchat.chat import ChatSession
 from specchat.drafters import default_k
@@ -165,19 +164,28 @@ def run_command(
     max_tokens: int,
     json_file: str | None,
     threads: int | None = None,
+    n_gpu_layers: int = -1,
+    draft_n_gpu_layers: int = -1,
 ) -> int:
-    """`specchat bench --suites memory`; returns the exit code."""
+    """`specchat bench --suites memory` (runner.run_command checked --json's folder); returns the exit code."""
     from specchat.loader import open_session
 
     if suites != ["memory"]:
         raise SpecchatError("the memory suite runs on its own", hint="pass --suites memory alone", code=2)
     asked = load(prompts)
-    if json_file and not Path(json_file).expanduser().resolve().parent.is_dir():
-        raise SpecchatError(f"cannot write {json_file}: no such folder", hint="create the folder first", code=2)
     status = Console(stderr=True, highlight=False)
     with status.status("loading the pair") as shown:
         session = open_session(
-            pair, target, draft, drafter="off", k=16, baseline_every=0, max_tokens=max_tokens, threads=threads
+            pair,
+            target,
+            draft,
+            drafter="off",
+            k=16,
+            baseline_every=0,
+            max_tokens=max_tokens,
+            threads=threads,
+            n_gpu_layers=n_gpu_layers,
+            draft_n_gpu_layers=draft_n_gpu_layers,
         )
         try:
             runs = measure(session, asked, progress=shown.update)
@@ -188,5 +196,5 @@ def run_command(
     Console(highlight=False).print(table(rows, title))
     if json_file:
         report = {"schema": 1, "suite": "memory", "pair": session.pair, "rows": rows, "runs": runs}
-        Path(json_file).expanduser().write_text(json.dumps(report, indent=1) + "\n", "utf-8")
+        write_json(report, json_file)
     return 0

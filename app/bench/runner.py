@@ -380,7 +380,7 @@ def show(report: dict, console: Console) -> None:
 
 
 def write_json(report: dict, path: str) -> None:
-    Path(path).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    Path(path).expanduser().write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", "utf-8")
 
 
 def run_command(
@@ -401,13 +401,24 @@ def run_command(
     draft_n_gpu_layers: int = -1,
 ) -> int:
     """`specchat bench`; returns the exit code (130 when stopped with Ctrl-C)."""
+    if json_file and not Path(json_file).expanduser().resolve().parent.is_dir():
+        raise SpecchatError(f"cannot write {json_file}: no such folder", hint="create the folder first", code=2)
     if "memory" in _items(suites):  # questions asked again: a procedure of its own
         from specchat.bench import memory
 
-        return memory.run_command(_items(suites), pair, target, draft, prompts, max_tokens, json_file, threads)
+        return memory.run_command(
+            _items(suites),
+            pair,
+            target,
+            draft,
+            prompts,
+            max_tokens,
+            json_file,
+            threads,
+            n_gpu_layers,
+            draft_n_gpu_layers,
+        )
     plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp, prompts)
-    if json_file and not Path(json_file).expanduser().resolve().parent.is_dir():
-        raise SpecchatError(f"cannot write {json_file}: no such folder", hint="create the folder first", code=2)
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=WIDE)  # a file or pipe gets the whole table
