@@ -113,12 +113,18 @@ def read_record(f: ModelFile, root: Path | None = None) -> dict | None:
 
 
 def sha256_of(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
-    digest = hashlib.sha256()
+    """A store file's sha256 (never through a link)."""
     with _open_own(path) as src:
-        while chunk := src.read(1 << 20):
-            digest.update(chunk)
-            if on_bytes:
-                on_bytes(len(chunk))
+        return digest_of(src, on_bytes)
+
+
+def digest_of(src: BinaryIO, on_bytes: Callable[[int], None] | None = None) -> str:
+    """The sha256 of what `src` holds, read 1 MiB at a time; `on_bytes` hears of each read."""
+    digest = hashlib.sha256()
+    while chunk := src.read(1 << 20):
+        digest.update(chunk)
+        if on_bytes:
+            on_bytes(len(chunk))
     return digest.hexdigest()
 
 

@@ -15,7 +15,6 @@ file and the command that registers it again.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shlex
 import stat
@@ -27,7 +26,7 @@ from specchat import paths
 from specchat.errors import SpecchatError
 from specchat.store.catalog import check_name, load_catalog
 from specchat.store.compat import check_pair, read_vocab
-from specchat.store.files import read_json, write_json
+from specchat.store.files import digest_of, read_json, write_json
 
 LOCAL_FILE = "local-pairs.json"
 
@@ -141,11 +140,9 @@ def _record(path: Path, on_file: Callable[[Path], None] | None) -> LocalFile:
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
+    """A user's file's sha256 (through links: a local pair's file may be one)."""
     with open(path, "rb") as src:
-        while chunk := src.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return digest_of(src)
 
 
 def remove(name: str) -> LocalPair:
