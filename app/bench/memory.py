@@ -163,11 +163,10 @@ def run_command(
     prompts: str | None,
     max_tokens: int,
     json_file: str | None,
-    threads: int | None = None,
-    n_gpu_layers: int = -1,
-    draft_n_gpu_layers: int = -1,
+    **loading,
 ) -> int:
-    """`specchat bench --suites memory` (runner.run_command checked --json's folder); returns the exit code."""
+    """`specchat bench --suites memory` (runner.run_command checked --json's
+    folder); `loading`: open_session's threads and GPU layers. Returns the exit code."""
     from specchat.loader import open_session
 
     if suites != ["memory"]:
@@ -183,9 +182,7 @@ def run_command(
             k=16,
             baseline_every=0,
             max_tokens=max_tokens,
-            threads=threads,
-            n_gpu_layers=n_gpu_layers,
-            draft_n_gpu_layers=draft_n_gpu_layers,
+            **loading,
         )
         try:
             runs = measure(session, asked, progress=shown.update)

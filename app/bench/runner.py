@@ -406,18 +406,8 @@ def run_command(
     if "memory" in _items(suites):  # questions asked again: a procedure of its own
         from specchat.bench import memory
 
-        return memory.run_command(
-            _items(suites),
-            pair,
-            target,
-            draft,
-            prompts,
-            max_tokens,
-            json_file,
-            threads,
-            n_gpu_layers,
-            draft_n_gpu_layers,
-        )
+        loading = {"threads": threads, "n_gpu_layers": n_gpu_layers, "draft_n_gpu_layers": draft_n_gpu_layers}
+        return memory.run_command(_items(suites), pair, target, draft, prompts, max_tokens, json_file, **loading)
     plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp, prompts)
     console = Console(highlight=False)
     if not console.is_terminal:
