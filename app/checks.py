@@ -167,6 +167,18 @@ def gpu_layers(value: int, flag: str = "--n-gpu-layers") -> int:
     )
 
 
+EXTRA_BUFTS = ("auto", "on", "off")
+
+
+def extra_bufts(value: str, flag: str = "--extra-bufts") -> str:
+    """llama.cpp's extra CPU buffer types: auto (off on AMX CPUs, else probed), on or off."""
+    if value not in EXTRA_BUFTS:
+        raise SpecchatError(
+            f"{flag} must be auto, on or off, not {value!r}", hint="auto turns them off where they crash", code=2
+        )
+    return value
+
+
 def repeats(value: int, flag: str = "--repeats") -> int:
     return _count(flag, value, 1, "each prompt runs at least once", "e.g. --repeats 3")
 

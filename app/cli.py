@@ -32,6 +32,13 @@ def _fail(err: SpecchatError) -> None:
     raise typer.Exit(err.code)
 
 
+def _set_extra_bufts(value: str | None) -> None:
+    """--extra-bufts, for every model this process loads (llamacpp.kernels)."""
+    from specchat.llamacpp.kernels import set_mode
+
+    set_mode(value)
+
+
 def _not_built(what: str) -> None:
     typer.echo(f"`specchat {what}` is not built yet.", err=True)
     raise typer.Exit(2)
@@ -46,6 +53,12 @@ DRAFTER = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTER
 K = typer.Option(None, "--k", help="Most tokens a drafter may propose per round (default: each drafter's own).")
 THEME = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme.")
 SERVER = typer.Option(None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair.")
+# llama.cpp's extra CPU buffer types: the chat, run, bench and models check take it.
+EXTRA_BUFTS = typer.Option(
+    None,
+    "--extra-bufts",
+    help="llama.cpp's repacked and AMX CPU buffers: auto (off on AMX CPUs, else probed once) | on | off.",
+)
 BASELINE = typer.Option(
     False,
     "--baseline",
@@ -67,6 +80,7 @@ def chat(
     server: str | None = SERVER,
     baseline: bool = BASELINE,
     baseline_server: str | None = BASELINE_SERVER,
+    extra_bufts: str | None = EXTRA_BUFTS,
 ) -> None:
     """Open the chat (the same as a bare `specchat`)."""
     try:
@@ -74,6 +88,7 @@ def chat(
     except ImportError:
         _not_built("chat")
     try:
+        _set_extra_bufts(extra_bufts)
         code = run_chat(ChatOptions(pair, target, draft, drafter, k, theme, server, baseline, baseline_server))
     except SpecchatError as err:
         _fail(err)
@@ -198,12 +213,14 @@ def models_check(
     ),
     max_tokens: int = typer.Option(64, "--max-tokens", help="Tokens per probe reply."),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
+    extra_bufts: str | None = EXTRA_BUFTS,
 ) -> None:
     """Measure whether speculation pays for a pair on this machine: break-even α by k, a probe, a verdict."""
     from specchat import checks
     from specchat.bench.check import run_check
 
     try:
+        _set_extra_bufts(extra_bufts)
         code = run_check(
             pair,
             target,
@@ -282,6 +299,7 @@ def run(
         -1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."
     ),
     verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
+    extra_bufts: str | None = EXTRA_BUFTS,
     json_schema: str | None = typer.Option(
         None, "--json-schema", help="Constrain the reply to JSON matching this schema file."
     ),
@@ -316,6 +334,7 @@ def run(
     from specchat.sampling import SamplingParams
 
     try:
+        _set_extra_bufts(extra_bufts)
         prompt = _prompt(prompt)
         if system is not None:
             checks.prompt(system, "--system", empty_ok=True)
@@ -440,12 +459,14 @@ def bench(
     draft_n_gpu_layers: int = typer.Option(
         -1, "--draft-n-gpu-layers", help="Draft model layers to offload (-1 = all, 0 = none)."
     ),
+    extra_bufts: str | None = EXTRA_BUFTS,
 ) -> None:
     """Measure every drafter against plain decoding on this machine."""
     from specchat import checks
     from specchat.bench.runner import run_command
 
     try:
+        _set_extra_bufts(extra_bufts)
         checks.temperature(temp)
         checks.max_tokens(max_tokens)
         checks.repeats(repeats)

@@ -14,6 +14,7 @@ to the defaults and reports a clear message naming the line.
     system_prompt = ""
     threads = 0                # 0 = physical cores
     ctx = 0                    # 0 = min(8192, trained)
+    extra_bufts = "auto"       # llama.cpp's extra CPU buffer types: auto | on | off
 
     [keymap]                   # binding id = keys (see `specchat` F1)
     cycle_drafter = "ctrl+d"
@@ -44,6 +45,7 @@ class Settings:
     threads: int = 0  # 0 = let llama.cpp / the loader choose
     ctx: int = 0  # 0 = the loader's default
     memory: bool = True  # draft from this user's earlier replies in the history (F10: off for one chat)
+    extra_bufts: str = "auto"  # llama.cpp's repacked/AMX CPU buffers: off on AMX CPUs, else probed (llamacpp.kernels)
     keymap: dict[str, str] = field(default_factory=dict)
 
 
@@ -64,6 +66,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "threads": int,
     "ctx": int,
     "memory": bool,
+    "extra_bufts": str,
     "keymap": dict,
 }
 
@@ -107,6 +110,7 @@ _RANGES: dict[str, Callable[..., object]] = {
     "threads": checks.threads,
     "ctx": checks.ctx,
     "drafter": checks.drafter,
+    "extra_bufts": checks.extra_bufts,
 }
 
 

@@ -146,15 +146,18 @@ RPC_DEVICE = re.compile(r"RPC\d+")  # llama.cpp's name for a device behind an RP
 
 def device_text(device: dict | None) -> str:
     """Where a model runs, from llama.placement: "CUDA · NVIDIA H200 · 29/29 layers offloaded",
-    and "· argmax in llama.cpp's graph" where greedy picks are made there (llama.Model.argmax_only);
+    and "· argmax in llama.cpp's graph" where greedy picks are made there (llama.Model.argmax_only),
+    and why where llama.cpp's extra CPU buffer types are off (llamacpp.kernels);
     on a server, the devices it reports (server_device_text)."""
     if not device:
         return "not loaded"
     if "server" in device:
         return server_device_text(device.get("devices"))
     graph = " · argmax in llama.cpp's graph" if device.get("argmax") == "graph" else ""
+    kernels = "" if device.get("extra_bufts", True) else f" · extra CPU buffer types {device.get('extra_bufts_why')}"
     return (
-        f"{device['backend']} · {device['device']} · {device['gpu_layers']}/{device['layers']} layers offloaded{graph}"
+        f"{device['backend']} · {device['device']} · {device['gpu_layers']}/{device['layers']} layers offloaded"
+        f"{graph}{kernels}"
     )
 
 

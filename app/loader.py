@@ -71,12 +71,16 @@ def open_session(
 
         check_pair(t_path, d_path)
     target_model = llama.Model(t_path, n_ctx=ctx, n_threads=threads, n_gpu_layers=n_gpu_layers)
+    if target_model.kernels.warning:
+        (warn or _print_warning)(target_model.kernels.warning)
 
     def load_draft() -> llama.Model:
         # Same context size as the target, so the draft can follow the whole conversation.
         assert d_path is not None  # the session gets this loader only with a draft model
         m = llama.Model(d_path, n_ctx=target_model.n_ctx, n_threads=threads, n_gpu_layers=draft_n_gpu_layers)
         session.devices["draft"] = m.device
+        if m.kernels.warning:
+            (warn or _print_warning)(m.kernels.warning)
         problem = placement_warning(target_model.device, m.device)
         if problem:
             (warn or _print_warning)(problem)

@@ -28,6 +28,8 @@ import llama_cpp as C
 import numpy as np
 
 from specchat.errors import SpecchatError
+from specchat.llamacpp.kernels import Kernels, cpu_name
+from specchat.llamacpp.kernels import choose as choose_kernels
 
 if TYPE_CHECKING:
     from specchat.llamacpp.template import ChatTemplate
@@ -93,12 +95,16 @@ class Model:
         n_threads: int | None = None,
         n_gpu_layers: int = -1,
         n_batch: int = 512,
+        kernels: Kernels | None = None,
     ) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise SpecchatError(f"no model file at {self.path}", hint="check the path or run `specchat pull`")
+        # The CPU's extra buffer types (repacked weights, AMX): off where they crash.
+        self.kernels = kernels or choose_kernels(self.path, n_gpu_layers)
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = 999 if n_gpu_layers < 0 else n_gpu_layers
+        mp.use_extra_bufts = self.kernels.extra_bufts
         global _load_log
         load_log: list[str] = []
         _load_log = load_log
@@ -111,6 +117,8 @@ class Model:
             reason = tail[-1] if tail else "llama.cpp could not read it"
             raise SpecchatError(f"cannot load {self.path.name}: {reason}", hint="is it a complete GGUF file?")
         self.device = placement(load_log, C.llama_model_n_layer(self.model) + 1)
+        self.device["extra_bufts"] = self.kernels.extra_bufts
+        self.device["extra_bufts_why"] = self.kernels.why
         self.vocab = C.llama_model_get_vocab(self.model)
         self.n_vocab = C.llama_vocab_n_tokens(self.vocab)
         self._row = ctypes.c_float * self.n_vocab  # one logits row; a view costs 3 µs, as_array 8
@@ -364,19 +372,6 @@ def argmax_where(device: dict) -> str:
     if forced in ("host", "graph"):
         return forced
     return "graph" if device["gpu_layers"] and device["gpu_layers"] >= device["layers"] else "host"
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
 
 
 def system_info() -> str:

@@ -140,6 +140,17 @@ def read_vocab(source: Path | str | BinaryIO, label: str | None = None) -> Vocab
         ) from None
 
 
+def read_architecture(path: Path) -> str | None:
+    """The GGUF's `general.architecture` ("qwen2", "llama", ...), or None where
+    the header does not say or cannot be read."""
+    try:
+        with open(path, "rb", buffering=1 << 16) as stream:
+            value = _HeaderReader(stream).first(Keys.General.ARCHITECTURE)
+    except (OSError, struct.error, ValueError, EOFError, RecursionError):
+        return None
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else None
+
+
 def check_whole(path: Path) -> None:
     """Raise unless `path` holds every byte its GGUF header says its tensors need
     (llama.cpp refuses a shorter file when it loads it)."""
@@ -271,6 +282,16 @@ class _HeaderReader:
             if len(found) == len(_WANTED):
                 break
         return found
+
+    def first(self, wanted: str) -> object | None:
+        """The value of one key; None where the header has no such key."""
+        n_kv = self.start()[1]
+        for _ in range(n_kv):
+            key = self.string().decode("utf-8", errors="replace")
+            value = self.value(self.scalar(GGUFValueType.UINT32), keep=key == wanted)
+            if key == wanted:
+                return value
+        return None
 
     def value(self, vtype: int, keep: bool):
         if vtype == GGUFValueType.STRING:

@@ -180,6 +180,15 @@ class _Process:
                 self.kill()
 
 
+def kernel_args() -> list[str]:
+    """`--no-repack` on a CPU with AMX: llama.cpp's AMX kernel (an extra buffer
+    type, built in by GGML_NATIVE) crashes at the first decode there, as
+    specchat's own loads avoid (specchat.llamacpp.kernels)."""
+    from specchat.llamacpp.kernels import cpu_flags
+
+    return ["--no-repack"] if "amx_int8" in cpu_flags() else []
+
+
 class LlamaServer(_Process):
     """One llama-server process on loopback."""
 
@@ -188,7 +197,8 @@ class LlamaServer(_Process):
     def __init__(self, args: list[str], log_path: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        super().__init__([str(server_binary()), "--host", "127.0.0.1", "--port", str(self.port), *args], log_path)
+        argv = [str(server_binary()), "--host", "127.0.0.1", "--port", str(self.port), *kernel_args(), *args]
+        super().__init__(argv, log_path)
 
     def start(self, timeout: float = 180.0) -> Self:
         return super().start(timeout)
