@@ -49,6 +49,18 @@ class SessionStatus:
 TurnT = TypeVar("TurnT", bound=Turn)
 
 
+def answered(messages: list[dict]) -> list[dict]:
+    """The messages a prompt may hold: a user message that never got its
+    reply (its turn failed, or the process was killed mid-reply) is left
+    out, so user and assistant alternate, as strict chat templates demand."""
+    out: list[dict] = []
+    for m in messages:
+        if m["role"] == "user" and out and out[-1]["role"] == "user":
+            out.pop()
+        out.append(m)
+    return out[:-1] if out and out[-1]["role"] == "user" else out
+
+
 class Dialogue(Generic[TurnT]):
     """The conversation's messages and the turns that extend it, the same for
     a local session and a server's: a subclass generates (`_generate`) its
@@ -64,7 +76,7 @@ class Dialogue(Generic[TurnT]):
 
     def replace_messages(self, messages: list[dict]) -> None:
         """Continue another conversation (a reopened one, or after a pair switch)."""
-        self._messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+        self._messages = answered([{"role": m["role"], "content": m["content"]} for m in messages])
 
     def last_user_text(self) -> str | None:
         users = [m["content"] for m in self._messages if m["role"] == "user"]
@@ -79,9 +91,17 @@ class Dialogue(Generic[TurnT]):
         """Add a user message and generate the assistant's reply: each round
         goes to on_round as it is decoded; `cancel` stops the turn; on_idle
         is called while the source is silent (a server's stream; a local
-        model never is), so a feed that batches shows what came."""
-        self._messages.append({"role": "user", "content": user_text})
-        return self._generate(on_round, cancel, on_idle)
+        model never is), so a feed that batches shows what came. A turn
+        that fails leaves the messages as they were."""
+        self._messages = answered(self._messages)  # a message whose reply failed is not in the prompt
+        message = {"role": "user", "content": user_text}
+        self._messages.append(message)
+        try:
+            return self._generate(on_round, cancel, on_idle)
+        except BaseException:
+            if self._messages and self._messages[-1] is message:
+                self._messages.pop()
+            raise
 
     def regenerate(self, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None) -> TurnT:
         """Drop the last reply and generate it again."""

@@ -404,7 +404,7 @@ def _history():
     from specchat.history import open_history
     from specchat.textsafe import safe_text
 
-    history, note = open_history()
+    history, note = open_history(busy=5.0)  # one turn to record: waiting out another process's lock is fine
     if note:
         typer.secho(f"warning: {safe_text(note)}", fg="yellow", err=True)
     return history

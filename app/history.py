@@ -8,7 +8,9 @@ colours and numbers.
 Every write is one transaction, and the user's message is stored when it is
 sent, the reply when it ends: a crash or Ctrl-C mid-reply loses at most that
 reply. The database runs in WAL mode, so a killed process never leaves a
-half-written file.
+half-written file. A statement waits at most BUSY_SECONDS for another
+process's lock; the chat writes on a thread of its own and tries again
+(tui/conversation.py), so a locked file never freezes it.
 
 A history that cannot be used never stops the chat (`open_history`): a file
 that is not a history database is renamed aside and a fresh one started; a
@@ -25,19 +27,26 @@ row itself is left as it is.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import reprlib
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from specchat import paths
 from specchat.display import number
 from specchat.textsafe import safe_text
+
+BUSY_SECONDS = 0.5  # how long one statement waits for another process's lock before it fails
+P = ParamSpec("P")
+R = TypeVar("R")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -90,13 +99,25 @@ class Conversation:
     messages: list[Message] = field(default_factory=list)
 
 
-class History:
-    """The history database. One connection, usable from one thread at a time."""
+def _locked(method: Callable[Concatenate[History, P], R]) -> Callable[Concatenate[History, P], R]:
+    """One operation at a time on the connection: the chat writes on its own thread and reads on the UI's."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    @functools.wraps(method)
+    def run(self: History, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return run
+
+
+class History:
+    """The history database. One connection; each operation holds `lock`, so any thread may call it."""
+
+    def __init__(self, path: Path | None = None, busy: float = BUSY_SECONDS) -> None:
         self.path = path or paths.history_db()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, check_same_thread=False)
+        self.lock = threading.RLock()
+        self.db = sqlite3.connect(self.path, check_same_thread=False, timeout=busy)
         self.on_delete: list[Callable[[int], None]] = []  # told each deleted conversation's id (the memory)
         self.db.text_factory = lambda raw: raw.decode("utf-8", "replace")  # a stray byte is not a crash
         try:
@@ -120,11 +141,13 @@ class History:
         except sqlite3.OperationalError as err:
             raise sqlite3.DatabaseError(f"not a specchat history: {err}") from None
 
+    @_locked
     def close(self) -> None:
         self.db.close()
 
     # --- conversations --------------------------------------------------------
 
+    @_locked
     def new_conversation(self, title: str = "New chat", pair: str = "") -> int:
         now = time.time()
         with self.db:
@@ -135,6 +158,7 @@ class History:
         assert cur.lastrowid is not None  # an INSERT sets it
         return cur.lastrowid
 
+    @_locked
     def list(self) -> list[Conversation]:
         """Every conversation, most recently updated first (messages not loaded)."""
         rows = self.db.execute(
@@ -143,6 +167,7 @@ class History:
         ).fetchall()
         return [_conversation(*row) for row in rows]
 
+    @_locked
     def load(self, conv_id: int) -> Conversation:
         row = self.db.execute("SELECT id, title, pair, updated FROM conversations WHERE id = ?", (conv_id,)).fetchone()
         if row is None:
@@ -156,16 +181,18 @@ class History:
         conv.n_messages = len(conv.messages)
         return conv
 
+    @_locked
     def rename(self, conv_id: int, title: str) -> None:
         with self.db:
             self.db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conv_id))
 
     def delete(self, conv_id: int) -> None:
-        with self.db:
+        with self.lock, self.db:
             self.db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
         for forget in self.on_delete:
             forget(conv_id)
 
+    @_locked
     def replies(self) -> Replies:
         """(conversation id, the user's message, the reply) of every stored
         reply, least recently updated conversation first: what the memory
@@ -185,6 +212,7 @@ class History:
                 out.append((conv_id, asked[1], content))
         return out
 
+    @_locked
     def record(self, pair: str, user_text: str, reply: Message) -> int:
         """One exchange as a new conversation (what `specchat run` keeps); its id."""
         conv_id = self.new_conversation(title_for(user_text), pair)
@@ -194,6 +222,7 @@ class History:
 
     # --- messages ------------------------------------------------------------------
 
+    @_locked
     def add_message(self, conv_id: int, msg: Message) -> None:
         """Append one message, in one transaction."""
         now = time.time()
@@ -208,6 +237,7 @@ class History:
             )
             self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conv_id))
 
+    @_locked
     def drop_last(self, conv_id: int, role: str) -> None:
         """Delete trailing messages up to and including the last one with this role
         (regenerate drops the last reply; edit drops the last user message and its reply)."""
@@ -217,6 +247,17 @@ class History:
             ).fetchone()
             if row[0] is not None:
                 self.db.execute("DELETE FROM messages WHERE conversation_id = ? AND seq >= ?", (conv_id, row[0]))
+
+    @_locked
+    def delete_if_empty(self, conv_id: int) -> bool:
+        """Delete a conversation that holds no message (its only turn failed); whether it did."""
+        with self.db:
+            cur = self.db.execute(
+                "DELETE FROM conversations WHERE id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM messages WHERE conversation_id = ?)",
+                (conv_id, conv_id),
+            )
+        return cur.rowcount > 0
 
     # --- export -----------------------------------------------------------------------
 
@@ -392,13 +433,14 @@ def _show(value) -> str:
     return "missing" if value is _MISSING else reprlib.repr(value)
 
 
-def open_history(path: Path | None = None) -> tuple[History | None, str]:
+def open_history(path: Path | None = None, busy: float = BUSY_SECONDS) -> tuple[History | None, str]:
     """The history, and a note for the user when it is not the usual one:
     (a fresh History, why) after a damaged file was renamed aside, or
-    (None, why) when nothing can be saved."""
+    (None, why) when nothing can be saved. `busy`: how long a statement
+    waits for another process's lock (`run` may wait; the chat retries)."""
     path = path or paths.history_db()
     try:
-        return History(path), ""
+        return History(path, busy), ""
     except OSError as err:  # the data folder cannot be made
         return None, f"cannot open the history at {path} ({err}); chatting without saving"
     except sqlite3.DatabaseError as err:
@@ -413,7 +455,7 @@ def open_history(path: Path | None = None) -> tuple[History | None, str]:
             if extra.exists():
                 os.replace(extra, aside.with_name(aside.name + suffix))
         return History(
-            path
+            path, busy
         ), f"{path} is not a readable history ({reason}); kept it as {aside.name} and started a fresh one"
     except (OSError, sqlite3.Error) as err:
         return (

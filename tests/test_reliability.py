@@ -274,16 +274,23 @@ async def test_the_app_chats_without_a_history_and_says_so_once(tmp_path):
         assert app.screen.__class__.__name__ != "HistoryScreen"
 
 
-async def test_a_history_that_fails_mid_chat_turns_saving_off(tmp_path):
+async def test_a_history_that_fails_mid_chat_costs_that_message_and_saving_goes_on(tmp_path):
     from tests.support.tui import make_app, ready, send
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        app.conversation.history.db.close()  # what a vanished disk looks like to sqlite
+        history = app.conversation.history
+        history.db.close()  # what a vanished disk looks like to sqlite
         reply = await send(pilot, "hello")
-        assert reply.stats is not None and app.conversation.history is None
-        assert any(n.title == "history" and "chatting without saving" in n.message for n in app._notifications)
+        assert reply.stats is not None and app.conversation.history is history
+        lost = [n.message for n in app._notifications if n.title == "history"]
+        assert lost == ["cannot save to the history (Cannot operate on a closed database.); this message is not saved"] * 2
+        history.db = sqlite3.connect(history.path, check_same_thread=False)  # the disk is back
+        await send(pilot, "again")
+        (conv,) = history.list()
+        assert [m.content for m in history.load(conv.id).messages][0] == "again"
+        assert len([n for n in app._notifications if n.title == "history"]) == 2  # nothing more went wrong
 
 
 async def test_a_history_that_fails_while_its_list_is_open_opens_nothing(tmp_path):

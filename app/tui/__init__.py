@@ -3,6 +3,7 @@ imported only here, so the other commands start fast."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 
@@ -72,6 +73,9 @@ def run_chat(options: ChatOptions) -> int:
     try:
         app.run()
     finally:
+        unsaved = app.conversation.close(wait=5.0)  # the last reply's write may still be under way
         if history is not None:
             history.close()
+    if unsaved:
+        print(f"warning: {unsaved} message(s) could not be saved to the history (it stayed locked)", file=sys.stderr)
     return app.return_code or 0

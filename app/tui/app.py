@@ -7,6 +7,8 @@ and binding a schema run on workers too: the screen never waits on llama.cpp.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -43,6 +45,8 @@ from specchat.tui.widgets import (
     UserMessage,
     stored_message,
 )
+
+TERMINATE_WAIT = 2.0  # seconds a reply may take to stop after SIGTERM or SIGHUP before the chat exits anyway
 
 
 @dataclass
@@ -98,9 +102,21 @@ class SpecchatApp(ChatActions):
         self.drafter = self.start_drafter  # the chosen drafter (the engine takes it at its next round)
         self._theme_ready = False
         self._status_time = 0.0
+        self.quit_code: int | None = None  # a signal asked to quit once the reply under way has ended
 
     def on_unmount(self) -> None:
         self.cancel_event.set()  # quitting ends a reply still waiting on a server, so the process can end
+
+    def terminated(self, number: int) -> None:
+        """SIGTERM or SIGHUP: stop the reply under way at its next round, keep
+        what it said (saved as a stopped reply), then exit, restoring the terminal."""
+        code = 128 + number
+        if not self.generating:
+            self.exit(return_code=code)
+            return
+        self.quit_code = code
+        self.cancel_event.set()
+        self.set_timer(TERMINATE_WAIT, lambda: self.exit(return_code=code))  # a reply that does not stop
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(SPEC_DEFAULTS)
@@ -144,6 +160,9 @@ class SpecchatApp(ChatActions):
         if self.history_note:
             self.notify(self.history_note, title="history", severity="warning", timeout=20)
         self.query_one(PromptInput).focus()
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGTERM, signal.SIGHUP):  # a kill or a closed terminal: end as ctrl+q does
+            loop.add_signal_handler(number, self.terminated, number)
         self.open_pair(self.start_pair, self.start_drafter, self.chosen_k or default_k(self.start_drafter))
 
     def _theme_name(self, name: str) -> str:
@@ -332,7 +351,7 @@ class SpecchatApp(ChatActions):
         except Exception as err:
             if feed is not None:
                 feed.flush()
-            self.post_message(ReplyFailed(reply, err))
+            self.post_message(ReplyFailed(reply, err, sent=kind != "regenerate"))
             return
         feed.flush()
         self.post_message(ReplyDone(reply, turn, feed.drafters or [session.drafter_name]))
@@ -371,10 +390,13 @@ class SpecchatApp(ChatActions):
         text = getattr(err, "message", None) or f"{type(err).__name__}: {err}"
         msg.reply.end({"drafters": []}, "error")
         msg.reply.query_one(StatsLine).update(Content(safe_text(f"failed: {text}")))
+        self.conversation.turn_failed(msg.sent)  # a failed turn leaves no message in the history
         self.notify(text, title="generation failed", severity="error", timeout=10)
         self._finish_generation()
 
     def _finish_generation(self) -> None:
+        if self.quit_code is not None:
+            self.exit(return_code=self.quit_code)
         self.generating = False
         self.query_one(PromptInput).cursor_blink = True
         self.live_tok_s, self.auto_choice = None, ""

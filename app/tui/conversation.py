@@ -2,8 +2,15 @@
 for the prompt), its record in the history database and the stats of each
 reply. The app asks it to change; the widgets only render what it holds.
 
-A history that fails mid-chat (the disk filled up, the file went read-only)
-turns saving off with one warning; the chat goes on.
+Every write goes to the history on a thread of its own (`Writer`), in
+order, so the chat never waits on the disk. A history that another process
+holds locked is tried again until it frees, with one warning; a
+conversation deleted while it is open (F3, or another process) goes on as
+a new one; any other failure costs that one message, with a warning, and
+the next message is saved as usual. A turn that fails leaves no message
+behind, and a message that never got its reply (the process was killed
+mid-reply) is shown but left out of the prompt, so the user and the
+assistant always alternate there.
 
 It also keeps a local session's memory (drafters/memory.py) in step with
 the history: filled from the stored replies when a pair loads, on a thread
@@ -14,9 +21,12 @@ chat's memory is off.
 
 from __future__ import annotations
 
+import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from specchat.history import Conversation as StoredConversation
@@ -28,16 +38,34 @@ if TYPE_CHECKING:
     from specchat.tui.models import Session
 
 
+class Record:
+    """One conversation as the history keeps it: its id once the writer has made its row."""
+
+    def __init__(self, conv_id: int | None = None) -> None:
+        self.id = conv_id
+
+
 class Conversation:
     def __init__(self, history: History | None, warn: Callable[[str], None]) -> None:
         self.history = history
-        self.warn = warn  # says once that saving stopped
+        self.warn = warn  # called from the writer's thread too: it must be thread-safe (App.notify is)
+        self.writer = Writer(history, warn) if history is not None else None
         self.session: Session | None = None
-        self.id: int | None = None  # the history's conversation id, once something was saved
+        self.record = Record()  # the conversation on screen; a new one has no row until its first message
+        self.records = [self.record]  # every conversation this chat wrote to (the memory knows them by these)
         self.turns: list[dict] = []  # stats of each reply, for the stats panel
         self.memory_on = True  # the chat's setting: draft from this user's earlier replies
         if history is not None:
             history.on_delete.append(self._forget)
+
+    @property
+    def id(self) -> int | None:
+        """The history's id of the conversation on screen, once its row is written."""
+        return self.record.id
+
+    def close(self, wait: float = 3.0) -> int:
+        """Finish the writes still queued, waiting at most `wait` seconds; how many are left unsaved."""
+        return self.writer.close(wait) if self.writer is not None else 0
 
     # --- the session follows the conversation ----------------------------------------
 
@@ -63,6 +91,12 @@ class Conversation:
         self._save(Stored("user", text), title=text)
         self._own()
 
+    def turn_failed(self, sent: bool) -> None:
+        """A turn ended in an error: a failed turn is not a turn, so the
+        message that started it (`sent`: it was saved) leaves the history."""
+        if sent and self.writer is not None:
+            self.writer.put(partial(_drop_failed, record=self.record))
+
     def replied(self, text: str, finish: str, stats: dict, spans: list[dict]) -> None:
         self._save(Stored("assistant", text, finish, stats, spans))
         self.turns.append(stats)
@@ -85,7 +119,7 @@ class Conversation:
         A message that could not be read is shown marked, and left out of the prompt."""
         assert self.history is not None  # the chat offers stored conversations only while it has a history
         conv = self.history.load(conv_id)
-        self.id = conv.id
+        self._begin(Record(conv.id))
         readable = [m for m in conv.messages if not m.problem]
         self.turns = [m.stats for m in readable if m.role == "assistant" and m.stats]
         if self.session is not None:
@@ -95,8 +129,12 @@ class Conversation:
     def new(self) -> None:
         if self.session is not None:
             self.session.clear()
-        self.id = None
+        self._begin(Record())
         self.turns = []
+
+    def _begin(self, record: Record) -> None:
+        self.record = record
+        self.records.append(record)
 
     # --- the memory ----------------------------------------------------------------------
 
@@ -122,42 +160,135 @@ class Conversation:
         try:
             replies = self.history.replies()
         except sqlite3.Error as err:
-            self._stop_saving(err)
+            self.warn(f"cannot read the history for the memory ({err})")
             return
         threading.Thread(target=local.remember, args=(replies, ticket), name="memory-fill", daemon=True).start()
 
     def _own(self) -> None:
-        """The next reply joins the memory as this conversation's."""
+        """The next reply joins the memory as this conversation's (its Record:
+        a new conversation gets its id only once the writer has saved it)."""
         local = self._local()
         if local is not None:
-            local.memory_owner = self.id
+            local.memory_owner = self.record
 
     def _forget(self, conv_id: int) -> None:
+        """A conversation was deleted (F3): out of the memory, and if it is
+        the one on screen, the next message starts a new one."""
         local = self._local()
+        ours = [r for r in self.records if r.id == conv_id]
         if local is not None:
-            local.forget(conv_id)
+            local.forget(conv_id)  # what the history fill put in
+            for record in ours:
+                local.forget(record)
+        if self.record in ours:
+            self._begin(Record())
 
     # --- the history ---------------------------------------------------------------------
 
     def _save(self, msg: Stored, title: str = "") -> None:
-        if self.history is None:
+        if self.writer is None:
             return
-        try:
-            if self.id is None:
-                pair = self.session.pair if self.session else ""
-                self.id = self.history.new_conversation(title_for(title or msg.content), pair)
-            self.history.add_message(self.id, msg)
-        except sqlite3.Error as err:
-            self._stop_saving(err)
+        record, pair = self.record, self.session.pair if self.session else ""
+        self.writer.put(lambda history: _append(history, record, msg, title_for(title or msg.content), pair))
 
     def _drop_last(self, role: str) -> None:
-        if self.history is None or self.id is None:
+        if self.writer is None:
             return
-        try:
-            self.history.drop_last(self.id, role)
-        except sqlite3.Error as err:
-            self._stop_saving(err)
+        record = self.record
+        self.writer.put(lambda history: history.drop_last(record.id, role) if record.id is not None else None)
 
-    def _stop_saving(self, err: Exception) -> None:
-        self.history = None
-        self.warn(f"cannot save to the history ({err}); chatting without saving from now on")
+
+def _drop_failed(history: History, record: Record) -> None:
+    """Take back the message of a failed turn; a conversation it leaves empty goes too."""
+    if record.id is not None:
+        history.drop_last(record.id, "user")
+        if history.delete_if_empty(record.id):
+            record.id = None  # the next message makes the conversation's row again
+
+
+def _append(history: History, record: Record, msg: Stored, title: str, pair: str) -> str | None:
+    """Add one message to the record's conversation, making its row first;
+    a conversation deleted meanwhile goes on as a new one (and says so)."""
+    if record.id is None:
+        record.id = history.new_conversation(title, pair)
+    try:
+        history.add_message(record.id, msg)
+    except sqlite3.IntegrityError:  # its row is gone: another process (or F3) deleted it
+        record.id = history.new_conversation(title, pair)
+        history.add_message(record.id, msg)
+        return "this conversation was deleted meanwhile; it goes on as a new one in the history"
+    return None
+
+
+class Writer:
+    """The chat's history writes, in order, on a thread of their own.
+
+    A write that finds the file locked by another process is tried again,
+    waiting longer each time (at most RETRY_MAX seconds), until it goes
+    through: one warning when it first waits, one when it is saved. Any
+    other failure costs that write alone, with one warning."""
+
+    RETRY_MAX = 2.0
+
+    def __init__(self, history: History, warn: Callable[[str], None]) -> None:
+        self.history, self.warn = history, warn
+        self.jobs: queue.Queue[Callable[[History], str | None] | None] = queue.Queue()
+        self.closing = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="history-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, job: Callable[[History], str | None]) -> None:
+        """Queue one write (a function of the history; what it returns is said to the user)."""
+        self.jobs.put(job)
+
+    def flush(self, wait: float) -> bool:
+        """Wait (at most `wait` seconds) until every queued write is done."""
+        deadline = time.monotonic() + wait
+        while self.jobs.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self.jobs.unfinished_tasks
+
+    def close(self, wait: float) -> int:
+        self.flush(wait)
+        left = self.jobs.unfinished_tasks
+        self.closing.set()  # a write still waiting on a lock gives up
+        self.jobs.put(None)
+        return left
+
+    def _run(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            try:
+                self._do(job)
+            finally:
+                self.jobs.task_done()
+        self.jobs.task_done()
+
+    def _do(self, job: Callable[[History], str | None]) -> None:
+        delay, waited = 0.05, False
+        while True:
+            try:
+                note = job(self.history)
+            except sqlite3.OperationalError as err:
+                if not _busy(err) or self.closing.is_set():
+                    self.warn(f"cannot save to the history ({err}); this message is not saved")
+                    return
+                if not waited:
+                    self.warn(f"the history is locked by another program ({err}); saving as soon as it is free")
+                    waited = True
+                self.closing.wait(delay)
+                delay = min(delay * 2, self.RETRY_MAX)
+                continue
+            except sqlite3.Error as err:
+                self.warn(f"cannot save to the history ({err}); this message is not saved")
+                return
+            if waited:
+                self.warn("the history is free again: saved")
+            if note:
+                self.warn(note)
+            return
+
+
+def _busy(err: sqlite3.OperationalError) -> bool:
+    """Another connection holds the lock: worth waiting for (a full disk or a read-only file is not)."""
+    text = str(err).lower()
+    return "locked" in text or "busy" in text

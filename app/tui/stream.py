@@ -62,6 +62,7 @@ class ReplyDone(Message):
 class ReplyFailed(Message):
     reply: AssistantMessage
     error: Exception
+    sent: bool = True  # the turn began with a new user message (saved), not a regenerate
 
 
 # --- pacing ----------------------------------------------------------------------------

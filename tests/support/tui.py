@@ -123,7 +123,15 @@ async def send(pilot, text: str) -> AssistantMessage:
     await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last() is not before)
     await wait_until(pilot, lambda: not app.generating)
     await pilot.pause()
+    saved(app)
     return app.query(AssistantMessage).last()
+
+
+def saved(app) -> None:
+    """Wait until the chat's history writes are done (they run on a thread of their own)."""
+    writer = app.conversation.writer
+    if writer is not None:
+        assert writer.flush(10), "the history writes did not finish"
 
 
 async def enter(pilot, text: str) -> PromptInput:
