@@ -293,7 +293,7 @@ async def test_a_history_that_fails_mid_chat_costs_that_message_and_saving_goes_
         assert len([n for n in app._notifications if n.title == "history"]) == 2  # nothing more went wrong
 
 
-async def test_a_history_that_fails_while_its_list_is_open_opens_nothing(tmp_path):
+async def test_a_conversation_deleted_while_its_list_is_open_opens_nothing(tmp_path):
     from tests.support.tui import make_app, ready
 
     app = make_app(tmp_path)
@@ -303,11 +303,14 @@ async def test_a_history_that_fails_while_its_list_is_open_opens_nothing(tmp_pat
         await pilot.press("f3")
         await pilot.pause()
         assert app.screen.__class__.__name__ == "HistoryScreen"
-        app.conversation.history = None  # saving failed meanwhile: the chat turned the history off
+        other = sqlite3.connect(tmp_path / "history.sqlite3")  # another specchat deletes it meanwhile
+        with other:
+            other.execute("DELETE FROM conversations")
+        other.close()
         await pilot.press("enter")  # open the conversation under the cursor
         await pilot.pause()
         assert app.is_running and app.screen.__class__.__name__ != "HistoryScreen"
-        assert any("the history turned off meanwhile" in n.message for n in app._notifications)
+        assert [n.message for n in app._notifications] == ["that conversation was deleted meanwhile: nothing to open"]
 
 
 # --- settings and themes never stop the app -----------------------------------------------

@@ -6,6 +6,7 @@ the app mixes it in, so Textual finds `action_<name>` on the app.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from dataclasses import dataclass
 from functools import partial
@@ -241,10 +242,12 @@ class ChatActions(App):
         def chosen(conv_id: int | None) -> None:
             if conv_id is None or self._busy():
                 return
-            if self.conversation.history is None:  # saving failed while the list was open
-                self.notify("the history turned off meanwhile: nothing to open", severity="warning")
-                return
-            self.load_conversation(conv_id)
+            try:
+                self.load_conversation(conv_id)
+            except KeyError:  # another process deleted it while the list was open
+                self.notify("that conversation was deleted meanwhile: nothing to open", severity="warning")
+            except sqlite3.Error as err:
+                self.notify(f"cannot read the history ({err})", severity="warning")
 
         self.push_screen(HistoryScreen(self.conversation.history, paths.data_dir() / "exports"), chosen)
 
