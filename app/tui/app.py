@@ -160,9 +160,10 @@ class SpecchatApp(ChatActions):
         if self.history_note:
             self.notify(self.history_note, title="history", severity="warning", timeout=20)
         self.query_one(PromptInput).focus()
-        loop = asyncio.get_running_loop()
-        for number in (signal.SIGTERM, signal.SIGHUP):  # a kill or a closed terminal: end as ctrl+q does
-            loop.add_signal_handler(number, self.terminated, number)
+        if threading.current_thread() is threading.main_thread():  # only there can a process's signals be caught
+            loop = asyncio.get_running_loop()
+            for number in (signal.SIGTERM, signal.SIGHUP):  # a kill or a closed terminal: end as ctrl+q does
+                loop.add_signal_handler(number, self.terminated, number)
         self.open_pair(self.start_pair, self.start_drafter, self.chosen_k or default_k(self.start_drafter))
 
     def _theme_name(self, name: str) -> str:
