@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from specchat.costmodel import CostModel, warmup_steps
+from specchat.costmodel import CostModel, save_curve, saved_curve, warmup_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
@@ -150,6 +150,12 @@ class ChatSession(Dialogue[Turn]):
         # Where each model runs (llama.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": target.device, "draft": None}
         self.costs = CostModel(warmup_steps(self.devices["target"]))  # warm-up: 2 steps on a GPU, 0 on the CPU
+        # The curve measured by an earlier session on this model and settings: auto
+        # then prices its first round without measuring anything first.
+        saved = saved_curve(target.cost_key) if target.cost_key else None
+        if saved:
+            self.costs.load(saved)
+        self.cost_curve_from = "saved" if saved else "none"  # "measured" once a turn has measured it
         self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
         # This user's earlier replies, tokenized as this pair reads them; each
         # turn's reply joins it, owned by `memory_owner` (the chat's conversation id).
@@ -167,6 +173,15 @@ class ChatSession(Dialogue[Turn]):
             constraint=self.constraint,
             llama_clock=None if target.llama_seconds is None else self._llama_seconds,
         )
+
+    def cost_curve(self) -> dict:
+        """Where auto's cost curve came from ("saved" by an earlier session,
+        "measured" by this one, "none" yet) and the seconds measuring took."""
+        return {"from": self.cost_curve_from, "calibration_s": round(self.engine.calibration_seconds, 3)}
+
+    def on_calibrate(self, tell: Callable[[bool], None] | None) -> None:
+        """Be told True before the cost curve is measured (it takes seconds) and False after."""
+        self.engine.on_calibrate = tell
 
     def _llama_seconds(self) -> float:
         """Seconds inside llama.cpp so far: the target's and, once loaded, the draft model's
@@ -287,7 +302,12 @@ class ChatSession(Dialogue[Turn]):
     def _generate(self, on_round, cancel, on_idle) -> Turn:
         prompt, dropped = self._prompt_that_fits()
         budget = min(self.max_tokens, self.n_ctx - len(prompt) - self.engine.k - 1)
+        measured = self.engine.calibration_seconds
         turn = self.engine.generate(prompt, budget, on_round=on_round, cancel=cancel)
+        if self.engine.calibration_seconds > measured:
+            self.cost_curve_from = "measured"
+        if self.costs.calibrated and self.target.cost_key:
+            save_curve(self.target.cost_key, self.costs.seconds)  # refined by this turn's rounds
         turn.dropped_turns = dropped
         turn.prompt = prompt
         self._messages.append({"role": "assistant", "content": turn.text})

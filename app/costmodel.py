@@ -13,12 +13,24 @@ replay), and a batch pays for the change of shape, as a verify does. The
 plain steps a stream takes to warm up again after a batch are counted on
 their own (`warming`), so auto can charge them to the drafting that causes
 them.
+
+A measured curve is kept in the data folder (`cost-curves.json`), one per
+model file, llama.cpp build, threads, context size, placement and CPU
+kernels (the model's `cost_key`): the next session on the same model starts
+from it and measures nothing before its first reply. Live rounds go on
+refining it, and each turn's refined curve is what is kept.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
+import math
+import os
+import threading
 import time
+
+from specchat import paths
 
 # Every size up to 8, then the usual draft lengths: CPU kernels change at
 # batch sizes like 8 and 16, and the curve bends there (docs/bench-default-pair.txt,
@@ -62,17 +74,20 @@ def interpolate(points: dict[int, float], n: float, known: list[int] | None = No
     return points[a] + (points[b] - points[a]) * (n - a) / (b - a)
 
 
-def time_decodes(model, sizes, repeats: int, filler: list[int] | None = None) -> dict[int, list[float]]:
+def time_decodes(
+    model, sizes, repeats: int, filler: list[int] | None = None, cancel: threading.Event | None = None
+) -> dict[int, list[float]]:
     """Seconds of one decode of n positions right after the cache, each right
     after a single-token step, rolled back after; `repeats` samples per size
-    after one untimed pass that warms every shape up."""
+    after one untimed pass that warms every shape up. A set `cancel` stops
+    it between decodes, with what was timed so far."""
     base = len(model.tokens)
     filler = filler or [model.tokens[-1] if model.tokens else 0]
     filler = (filler * (max(sizes) + 1))[: max(sizes) + 1]
     samples: dict[int, list[float]] = {n: [] for n in sizes}
     for rep in range(repeats + 1):
         for n in sizes:
-            if base + 1 + n > model.n_ctx:
+            if base + 1 + n > model.n_ctx or (cancel is not None and cancel.is_set()):
                 continue
             model.eval(filler[:1], n_logits=1)  # the step before, as in a stream
             t0 = time.perf_counter()
@@ -126,13 +141,72 @@ class CostModel:
         """Cost of n positions in plain steps."""
         return self.step(n) / self.step(1)
 
-    def calibrate(self, model, sizes=CALIBRATION_SIZES, repeats: int = 1) -> None:
+    def calibrate(
+        self, model, sizes=CALIBRATION_SIZES, repeats: int = 1, cancel: threading.Event | None = None
+    ) -> None:
         """Decode junk batches right after the cache and roll them back.
-        Takes the fastest of `repeats` for each size; live rounds refine it."""
-        for n, samples in time_decodes(model, sizes, repeats).items():
+        Takes the fastest of `repeats` for each size; live rounds refine it.
+        A set `cancel` stops it, and what it measured is dropped: a curve
+        cut short is not one to keep."""
+        measured = time_decodes(model, sizes, repeats, cancel=cancel)
+        if cancel is not None and cancel.is_set():
+            return
+        for n, samples in measured.items():
             self.seconds[n] = min(samples)
         self._known = sorted(self.seconds)
+
+    def load(self, points: dict[int, float]) -> None:
+        """Start from a curve measured before (saved_curve)."""
+        self.seconds = dict(points)
+        self._known = sorted(points)
 
     def curve(self, up_to: int) -> list[float]:
         """Relative cost of 1..up_to positions, for display."""
         return [self.relative(n) for n in range(1, up_to + 1)]
+
+
+# --- the curve kept between sessions ----------------------------------------------------
+
+
+def _curves_file():
+    return paths.data_dir() / "cost-curves.json"
+
+
+def _read_curves() -> dict:
+    try:
+        data = json.loads(_curves_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}  # none yet, or damaged: the next measurement writes a good one
+    return data if isinstance(data, dict) else {}
+
+
+def saved_curve(key: str) -> dict[int, float] | None:
+    """The curve kept for this cost key, if one was kept and reads as one:
+    positive, finite seconds for at least three sizes, one of them 1."""
+    entry = _read_curves().get(key)
+    points = entry.get("seconds") if isinstance(entry, dict) else None
+    if not isinstance(points, dict):
+        return None
+    curve: dict[int, float] = {}
+    for n, t in points.items():
+        if not (isinstance(n, str) and n.isdigit() and isinstance(t, (int, float)) and not isinstance(t, bool)):
+            return None
+        if not (math.isfinite(t) and t > 0 and 1 <= int(n) <= 4096):
+            return None
+        curve[int(n)] = float(t)
+    return curve if 1 in curve and len(curve) >= 3 else None
+
+
+def save_curve(key: str, points: dict[int, float]) -> None:
+    """Keep this curve for the cost key (replacing what was kept); a data
+    folder that cannot be written costs only a measurement next time."""
+    curves = _read_curves()
+    curves[key] = {"seconds": {str(n): t for n, t in sorted(points.items())}, "saved": time.time()}
+    target = _curves_file()
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(curves, indent=1), encoding="utf-8")
+        tmp.replace(target)
+    except OSError:
+        tmp.unlink(missing_ok=True)

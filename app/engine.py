@@ -94,6 +94,8 @@ class TargetModel(Protocol):
     def cpu_bound(self) -> bool: ...  # decoding keeps every core busy
     @property
     def llama_seconds(self) -> float | None: ...  # seconds inside llama.cpp's calls so far; None: not llama.cpp
+    @property
+    def cost_key(self) -> str | None: ...  # what its cost curve depends on (costmodel.saved_curve); None: keep none
 
     def close(self) -> None: ...
 
@@ -128,6 +130,10 @@ class Engine:
         self.rng = np.random.default_rng(sampling.seed)
         self._next_drafter: Drafter | None = None
         self._lock = threading.Lock()
+        # Told True before the cost curve is measured and False after (a status
+        # for the user); the seconds all measuring took so far.
+        self.on_calibrate: Callable[[bool], None] | None = None
+        self.calibration_seconds = 0.0
 
     # --- control from other threads -----------------------------------------
 
@@ -136,20 +142,30 @@ class Engine:
         with self._lock:
             self._next_drafter = drafter
 
-    def _take_switch(self, context: Sequence[int]) -> bool:
+    def _take_switch(self, context: Sequence[int], cancel: Cancel = None) -> bool:
         """Apply a pending switch; True if the drafter changed (and has begun)."""
         with self._lock:
             new, self._next_drafter = self._next_drafter, None
         if new is None or new is self.drafter:
             return False
         self.drafter = new
-        self._calibrate_if_needed()
+        self._calibrate_if_needed(cancel)
         new.begin(context)
         return True
 
-    def _calibrate_if_needed(self) -> None:
+    def _calibrate_if_needed(self, cancel: Cancel = None) -> None:
+        """Measure the cost curve for a drafter that prices by it (auto), unless
+        it is known (measured before, or saved from an earlier run: ChatSession)."""
         if self.drafter.needs_costs and not self.costs.calibrated:
-            self.costs.calibrate(self.target)
+            if self.on_calibrate is not None:
+                self.on_calibrate(True)
+            t0 = time.perf_counter()
+            try:
+                self.costs.calibrate(self.target, cancel=cancel)
+            finally:
+                self.calibration_seconds += time.perf_counter() - t0
+                if self.on_calibrate is not None:
+                    self.on_calibrate(False)
 
     # --- the KV cache -----------------------------------------------------------
 
@@ -178,8 +194,8 @@ class Engine:
         self.constraint.begin()  # a constrained reply starts at the grammar's root
         # A switch asked for between turns, calibration and the drafter's own
         # prefill all happen here, before the decode clock starts.
-        if not self._take_switch(context):
-            self._calibrate_if_needed()
+        if not self._take_switch(context, cancel):
+            self._calibrate_if_needed(cancel)
             self.drafter.begin(context)
         turn = Turn()
         pieces = _PieceDecoder(self.target)
@@ -195,7 +211,7 @@ class Engine:
             if len(context) + self.k + 1 > self.target.n_ctx:
                 turn.finish = "context"
                 break
-            self._take_switch(context)
+            self._take_switch(context, cancel)
             arm_step = self.drafter.name != "off" and arm.wants_step(i)
             r = self._round(context, max_tokens - len(turn.tokens), arm_step, arm.plain_run)
             arm.record(r)

@@ -60,6 +60,10 @@ def open_session(
     from specchat.llamacpp import llama
 
     llama.set_verbose(verbose)
+    if threads is None:  # one rule for the chat, run, bench and models check: --threads, else settings.toml's
+        from specchat.config import load_settings
+
+        threads = load_settings().threads or None
     label, t_path, d_path = pair_files(pair, target, draft)
     if d_path is None and drafter in ("draft", "hybrid"):
         raise SpecchatError(

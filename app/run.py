@@ -123,6 +123,7 @@ def as_json(session: ChatSession, turn: Turn) -> dict:
         "threads": session.target.n_threads,
         "n_ctx": session.n_ctx,
         "devices": session.devices,  # backend, device, layers offloaded; draft None if never loaded
+        "cost_curve": session.cost_curve(),  # saved by an earlier run, or measured by this one (and how long)
         "constraint": constraint_report(session, turn),
     }
 
@@ -145,6 +146,21 @@ def constraint_line(report: dict) -> str:
     )
 
 
+def _calibration_status():
+    """A status line on stderr while auto's cost curve is measured (once per
+    model and settings; the next run reuses it)."""
+    console = Console(stderr=True, highlight=False)
+    status = console.status("measuring this machine's cost curve for auto (once per model and settings)…")
+
+    def tell(on: bool) -> None:
+        if on:
+            status.start()
+        else:
+            status.stop()
+
+    return tell
+
+
 def _warn(line: str) -> None:
     sys.stderr.write(safe_text(f"warning: {line}") + "\n")
 
@@ -165,6 +181,7 @@ def run_once(
     remember: bool = True,
 ) -> int:
     out = None if json_out else Output()
+    session.on_calibrate(_calibration_status())
     try:
         if history is not None and remember:
             session.remember(history.replies())  # taken in before the turn's clock starts

@@ -16,6 +16,7 @@ scanned there.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import re
 import sys
@@ -169,6 +170,22 @@ class Model:
             self.eval([0] * n, n_logits=n)
             self.truncate(n_kept)
         return True
+
+    @property
+    def cost_key(self) -> str:
+        """What this model's cost curve depends on: the file (path, size,
+        mtime), llama.cpp's build, threads, context and batch size, where it
+        runs and its CPU kernels (costmodel.saved_curve keeps one per key)."""
+        st = self.path.stat()
+        build = C.llama_print_system_info().decode(errors="replace") + getattr(C, "__version__", "")
+        where = self.device
+        parts = [
+            f"{self.path.resolve()}:{st.st_size}:{st.st_mtime_ns}",
+            hashlib.sha256(build.encode()).hexdigest()[:12],
+            f"threads={self.n_threads} ctx={self.n_ctx} batch={self.n_batch}",
+            f"{where['backend']}:{where['gpu_layers']}/{where['layers']} bufts={where.get('extra_bufts')}",
+        ]
+        return " | ".join(parts)
 
     @property
     def graph_argmax(self) -> bool:

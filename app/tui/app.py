@@ -49,6 +49,15 @@ from specchat.tui.widgets import (
 TERMINATE_WAIT = 2.0  # seconds a reply may take to stop after SIGTERM or SIGHUP before the chat exits anyway
 
 
+# What the status bar says while auto's cost curve is measured.
+CALIBRATING = "measuring this machine's cost curve for auto, once per model and settings (esc stops)"
+
+
+@dataclass
+class Calibrating(Message):
+    on: bool  # True as measuring starts, False when it ends
+
+
 @dataclass
 class SessionReady(Message):
     session: Session | None  # None when loading failed
@@ -249,12 +258,28 @@ class SpecchatApp(ChatActions):
             )
         self.drafter = msg.session.drafter_name
         self.pacer.cpu_bound = msg.session.cpu_bound
+        self._tell_calibration(msg.session)
         if old is not None:
             old.close()
         if self.models.remembers_pair and self.settings.pair != msg.session.pair:
             self.settings.pair = msg.session.pair
             self._save({"pair": msg.session.pair})
         self._set_status(note="")
+
+    def _tell_calibration(self, session: Session) -> None:
+        """A local pair measures auto's cost curve once (the first reply with
+        auto on a model and settings never measured before): the status bar says so."""
+        from specchat.chat import ChatSession
+
+        def tell(on: bool) -> None:
+            self.post_message(Calibrating(on))
+
+        if isinstance(session, ChatSession):
+            session.on_calibrate(tell)
+
+    @on(Calibrating)
+    def calibrating(self, msg: Calibrating) -> None:
+        self._set_status(note=CALIBRATING if msg.on else "")
 
     @staticmethod
     def _carry_constraint(old, new) -> str:

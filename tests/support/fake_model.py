@@ -36,6 +36,7 @@ class FakeModel:
         self.n_threads: int | None = None
         self.cpu_bound = False
         self.llama_seconds: float | None = None
+        self.cost_key: str | None = None  # no cost curve is saved for a fake
 
     def argmax_only(self, on: bool) -> None:
         self.tokens_only = on

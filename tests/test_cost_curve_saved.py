@@ -1,0 +1,138 @@
+"""The first reply as fast as the tenth: auto's cost curve is measured once
+per model and settings, kept in the data folder, and reused by the next
+session; measuring shows a status and can be stopped; a turn that drafted
+nothing shows no speedup; settings.toml's threads reach every command."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from typer.testing import CliRunner
+
+from specchat import paths
+from specchat.chat import ChatSession
+from specchat.cli import app
+from specchat.costmodel import CostModel, save_curve, saved_curve
+from specchat.display import local_fields
+from tests.support.fake_model import FakeModel
+from tests.support.tui import FakeModels, make_app, ready, wait_until
+
+
+def run_json(*args: str) -> dict:
+    r = CliRunner().invoke(app, ["run", *args, "--json", "--no-history"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.mark.real
+def test_a_second_run_reuses_the_curve_the_first_measured(tiny_pair):
+    """Asserted from each run's own record of what it did, not from its time."""
+    args = ("Rename x to y: def f(x): return x * x", "--target", str(tiny_pair[0]), "--drafter", "auto",
+            "--max-tokens", "16")
+    first = run_json(*args)
+    assert first["cost_curve"]["from"] == "measured" and first["cost_curve"]["calibration_s"] > 0
+    kept = json.loads((paths.data_dir() / "cost-curves.json").read_text())
+    (key,) = kept
+    assert key.startswith(f"{tiny_pair[0].resolve()}:") and "threads=" in key and "bufts=False" in key
+    assert {"1", "2", "16", "17"} <= set(kept[key]["seconds"])
+    second = run_json(*args)
+    assert second["cost_curve"] == {"from": "saved", "calibration_s": 0.0}
+    assert second["stats"]["tokens"] == 16
+    off = run_json(*args[:3], "--drafter", "off", "--max-tokens", "4")  # off prices nothing: nothing measured
+    assert off["cost_curve"] == {"from": "saved", "calibration_s": 0.0}
+
+
+@pytest.mark.real
+def test_another_thread_count_is_another_curve(tiny_pair):
+    base = ("hi", "--target", str(tiny_pair[0]), "--drafter", "auto", "--max-tokens", "2")
+    assert run_json(*base, "--threads", "1")["cost_curve"]["from"] == "measured"
+    assert run_json(*base, "--threads", "2")["cost_curve"]["from"] == "measured"
+    assert len(json.loads((paths.data_dir() / "cost-curves.json").read_text())) == 2
+
+
+@pytest.mark.real
+def test_settings_threads_reach_run(tiny_pair):
+    paths.settings_file().parent.mkdir(parents=True, exist_ok=True)
+    paths.settings_file().write_text("threads = 1\n")
+    out = run_json("hi", "--target", str(tiny_pair[0]), "--drafter", "off", "--max-tokens", "2")
+    assert out["threads"] == 1
+    out = run_json("hi", "--target", str(tiny_pair[0]), "--drafter", "off", "--max-tokens", "2", "--threads", "2")
+    assert out["threads"] == 2  # the flag wins
+
+
+@pytest.mark.parametrize("damaged", [
+    {"seconds": {"1": 0.01, "2": float("nan"), "4": 0.03}},
+    {"seconds": {"1": -0.01, "2": 0.02, "4": 0.03}},
+    {"seconds": {"2": 0.02, "4": 0.03, "8": 0.05}},  # no single step
+    {"seconds": {"1": 0.01, "x": 0.02, "4": 0.03}},
+    {"seconds": {"1": 0.01, "2": True, "4": 0.03}},
+    {"seconds": [0.01, 0.02]},
+    "not an entry",
+], ids=["nan", "negative", "no step", "a key not a size", "a bool", "a list", "a string"])
+def test_a_damaged_saved_curve_is_measured_again(damaged):
+    paths.data_dir().mkdir(parents=True)
+    (paths.data_dir() / "cost-curves.json").write_text(json.dumps({"k": damaged}))
+    assert saved_curve("k") is None
+
+
+def test_a_saved_file_nested_past_any_parser_is_no_curve():
+    paths.data_dir().mkdir(parents=True)
+    (paths.data_dir() / "cost-curves.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert saved_curve("k") is None
+    save_curve("k", {1: 0.01, 2: 0.015, 4: 0.03})  # and the next measurement replaces it
+    assert saved_curve("k") == {1: 0.01, 2: 0.015, 4: 0.03}
+
+
+def keyed_model() -> FakeModel:
+    model = FakeModel()
+    model.cost_key = "a fake with a key"  # as llama.Model names what its curve depends on
+    return model
+
+
+def test_a_session_starts_from_the_saved_curve_and_keeps_the_refined_one():
+    save_curve("a fake with a key", {n: 0.001 * n for n in (1, 2, 4, 8, 17)})
+    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
+    assert session.costs.calibrated and session.cost_curve() == {"from": "saved", "calibration_s": 0.0}
+    session.reply("hello")
+    assert session.cost_curve()["calibration_s"] == 0.0  # nothing measured before the reply
+    assert saved_curve("a fake with a key") == session.costs.seconds  # what live rounds refined is kept
+
+
+def test_a_cancelled_calibration_keeps_nothing():
+    cancel = threading.Event()
+    model = FakeModel()
+
+    class Stop(FakeModel):
+        def eval(self, tokens, n_logits=1):
+            super().eval(tokens, n_logits)
+            if len(tokens) >= 3:
+                cancel.set()  # Esc while the third size is timed
+
+    costs = CostModel()
+    costs.calibrate(Stop(), cancel=cancel)
+    assert costs.seconds == {} and not costs.calibrated
+    costs.calibrate(model)
+    assert costs.calibrated
+
+
+def test_a_turn_that_drafted_nothing_shows_no_speedup():
+    stats = {"tokens": 6, "drafted": 0, "accepted": 0, "tok_s": 11.8, "baseline_tok_s": 16.1, "speedup": 0.73,
+             "alpha": 1.0, "drafters": ["auto"]}
+    assert local_fields(stats) == [("tok_s", "11.8 tok/s"), ("drafter", "no drafts this turn")]
+    assert local_fields({**stats, "drafters": ["off"]}) == [("tok_s", "11.8 tok/s"), ("drafter", "drafter off")]
+
+
+async def test_the_chat_says_it_is_measuring_the_curve(tmp_path):
+    models = FakeModels(step_seconds=0.02)  # 25 timed decodes: half a second of measuring
+    app = make_app(tmp_path, models=models)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot)
+        from tests.support.tui import enter
+
+        await enter(pilot, "hello")
+        bar = app.query_one("StatusBar")
+        await wait_until(pilot, lambda: "measuring this machine's cost curve for auto" in bar.status.note)
+        await wait_until(pilot, lambda: not app.generating)
+        assert bar.status.note == ""
