@@ -31,8 +31,62 @@ def tiny_store(specchat_home, tiny_pair, monkeypatch):
     return specchat_home
 
 
+def steady_timer(monkeypatch, jitter: float = 0.0):
+    """Time decodes (costmodel.timer) by a synthetic clock: each decode takes
+    4 ms, give or take `jitter` (0.5: ±50%); the probe's runs keep the real clock."""
+    import random
+
+    from specchat import costmodel
+
+    rng, now = random.Random(7), [0.0]
+
+    def clock() -> float:
+        now[0] += 0.002 * (1 + jitter * rng.uniform(-1, 1))  # two readings a decode
+        return now[0]
+
+    monkeypatch.setattr(costmodel, "timer", clock)
+
+
 @pytest.mark.real
-def test_check_on_the_tiny_pair_measures_break_even_and_a_verdict_per_drafter(tiny_store):
+def test_a_jittering_timer_gives_no_verdict_and_keeps_none(tiny_store, monkeypatch):
+    steady_timer(monkeypatch, jitter=0.5)
+    result = cli("models", "check", "smollm2-135m", "--max-tokens", "4", "--threads", "1")
+    assert result.exit_code == 0, result.output
+    said = result.stdout.splitlines()
+    assert [line for line in said if line.startswith(("draft k=", "ngram k=", "auto k="))] and all(
+        line.endswith("the machine is too busy to tell (repeated decodes differ by ±" + line.split("±")[-1])
+        for line in said if line.startswith(("draft k=", "ngram k=", "auto k="))
+    )
+    assert said[-1].startswith("no verdict: the machine is too busy to tell (repeated decodes differ by ±")
+    assert said[-1].endswith("); none kept. Run it again on a quieter machine")
+    assert not (tiny_store / "data" / "verdicts.json").exists()
+    assert "checked" not in cli("models").stdout  # nothing shown beside the pair
+
+
+def test_figures_a_busy_machine_fakes_are_refused():
+    from specchat.bench.check import untrusted
+    from specchat.bench.scorecard import CostCurve, break_even_by_k
+
+    curve = CostCurve(512, [1, 2, 3, 4, 5], [0.010, 0.012, 0.015, 0.018, 0.020], 5, noise=0.02)
+    table = break_even_by_k(curve, 0.004, range(1, 5))
+    ok = [{"drafter": "draft", "k": 4, "speedup_median": 1.3}, {"drafter": "auto", "k": 16, "speedup_median": 9.0}]
+    assert untrusted(curve, 0.03, table, ok) is None
+    assert untrusted(curve, 0.12, table, ok) == "repeated decodes differ by ±12%"
+    fast = [{"drafter": "draft", "k": 4, "speedup_median": 4.18}]
+    assert untrusted(curve, 0.02, table, fast) == "draft at 4.18×, above the 2.50× the cost curve allows at k=4"
+    falls = CostCurve(512, [1, 2, 3], [0.010, 0.012, 0.009], 5, noise=0.02)
+    assert untrusted(falls, 0.02, break_even_by_k(falls, None, range(1, 3)), ok[:0]) == (
+        "the cost curve falls from 2 to 3 positions (12.0 → 9.0 ms)")
+    cheap = CostCurve(512, [1, 2, 3], [0.010, 0.008, 0.0085], 5, noise=0.2)  # within its noise, but α < 1
+    assert untrusted(cheap, 0.05, break_even_by_k(cheap, None, range(1, 3)), []) == "repeated decodes differ by ±20%"
+    cheap.noise = 0.09
+    assert untrusted(cheap, 0.05, break_even_by_k(cheap, None, range(1, 3)), []) == (
+        "a break-even α of 0.80 at k=1, below 1")
+
+
+@pytest.mark.real
+def test_check_on_the_tiny_pair_measures_break_even_and_a_verdict_per_drafter(tiny_store, monkeypatch):
+    steady_timer(monkeypatch)  # a steady clock: the verdict is given
     result = cli("models", "check", "smollm2-135m", "--json", "--max-tokens", "8", "--threads", "1")
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)

@@ -11,6 +11,14 @@ draft, ngram and auto prompt by prompt), so its speedups are bench's. A
 speedup whose spread holds 1× is "break-even" (scorecard.spread). The verdict per
 drafter is kept for `specchat models` and the chat's pair list
 (store/verdicts.py).
+
+A busy machine can fake any verdict, so the check measures its own noise
+(the spread of repeated decodes, before the probe and after it) and checks
+its figures against each other: a noise above NOISE_LIMIT, a cost curve
+that falls by more than its noise as positions grow, a break-even α below
+1 or a speedup above what the curve allows ((k+1) tokens for one verify of
+k+1 positions) is an error of measurement. Then every verdict reads "the
+machine is too busy to tell", and none is kept.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import sys
 from rich.console import Console
 
 from specchat.bench import scorecard
-from specchat.bench.measure import measure_cost_curve
+from specchat.bench.measure import measure_cost_curve, step_noise
 from specchat.bench.runner import Bench, Plan, open_bench_session
 from specchat.bench.scorecard import LOSS, WIN, CostCurve
 from specchat.bench.suites import Suite, load_prompts, load_suite
@@ -31,6 +39,8 @@ PROBE = ("code-edit", "summarize", "chat")  # the first prompt of each
 KS = range(1, 9)
 DRAFTERS = ("draft", "ngram", "auto")
 MAX_TOKENS = 64
+NOISE_LIMIT = 0.10  # repeated decodes differing by more than ±10%: the machine is too busy for a verdict
+TOO_BUSY = "the machine is too busy to tell"
 
 
 def probe_suites(prompts: str | None) -> list[Suite]:
@@ -60,11 +70,35 @@ def verdict(row: dict) -> str:
     return f"break-even ({median:.2f}×; spread {lo:.2f}–{hi:.2f}×)"
 
 
-def figures(report: dict, step_of_draft: float | None) -> dict:
+def untrusted(curve: CostCurve, noise_after: float, table: list[dict], rows: list[dict]) -> str | None:
+    """Why the check's figures cannot be trusted as a verdict, or None."""
+    noise = max(curve.noise, noise_after)
+    if noise > NOISE_LIMIT:
+        return f"repeated decodes differ by ±{noise * 100:.0f}%"
+    slack = 1 - 2 * noise - 0.02
+    for (n0, t0), (n1, t1) in zip(zip(curve.positions, curve.seconds), zip(curve.positions[1:], curve.seconds[1:])):
+        if t1 < t0 * slack:
+            return f"the cost curve falls from {n0} to {n1} positions ({t0 * 1e3:.1f} → {t1 * 1e3:.1f} ms)"
+    for t in table:
+        low = min(v for key, v in t.items() if key != "k")
+        if low < 1:
+            return f"a break-even α of {low:.2f} at k={t['k']}, below 1"
+    for row in rows:
+        k, speedup = row.get("k"), row.get("speedup_median")
+        if row["drafter"] == "auto" or not k or speedup is None:
+            continue
+        most = (k + 1) / (curve.at(k + 1) / curve.step)  # every draft accepted, drafting free
+        if speedup > most * (1 + 2 * noise + 0.1):
+            return f"{row['drafter']} at {speedup:.2f}×, above the {most:.2f}× the cost curve allows at k={k}"
+    return None
+
+
+def figures(report: dict, step_of_draft: float | None, noise_after: float = 0.0) -> dict:
     """The check's JSON: the cost figures, break-even α by k, the best k, and
-    per drafter its probe figures and verdict."""
+    per drafter its probe figures and verdict (TOO_BUSY where untrusted)."""
     curve = CostCurve.from_dict(report["cost_curve"])
     table = scorecard.break_even_by_k(curve, step_of_draft, KS)
+    problem = untrusted(curve, noise_after, table, report["overall"])
     drafters = {}
     for row in report["overall"]:
         name = row["drafter"]
@@ -72,7 +106,7 @@ def figures(report: dict, step_of_draft: float | None) -> dict:
         drafters[name] = {
             **row,
             "best_k": scorecard.best_k(row["per_position_acceptance"], needed) if needed else None,
-            "verdict": verdict(row),
+            "verdict": f"{TOO_BUSY} ({problem})" if problem else verdict(row),
         }
     return {
         "schema": 1,
@@ -81,7 +115,11 @@ def figures(report: dict, step_of_draft: float | None) -> dict:
         "checked_at": report["started_at"],
         "max_tokens": report["settings"]["max_tokens"],
         "prompts": [{"suite": s, "id": p["id"]} for s, ps in report["suites"].items() for p in ps],
-        "machine": {k: report["machine"][k] for k in ("cpu_model", "threads", "devices", "load_average")},
+        "machine": {
+            **{k: report["machine"][k] for k in ("cpu_model", "threads", "devices", "load_average")},
+            "noise": {"before": curve.noise, "after": noise_after},
+        },
+        "untrusted": problem,
         "target_step_s": curve.step,
         "cost_curve": report["cost_curve"],
         "draft_step_s": step_of_draft,
@@ -128,6 +166,8 @@ def lines(result: dict) -> list[str]:
             f"{name} k={d['k']}: α {d['alpha']:.2f}, speedup {d['speedup_median']:.2f}× "
             f"(prompts {lo:.2f}–{hi:.2f}×){best}: {d['verdict']}"
         )
+    if result["untrusted"]:
+        out.append(f"no verdict: {TOO_BUSY} ({result['untrusted']}); none kept. Run it again on a quieter machine")
     if result["interrupted"]:
         out.append("interrupted: the probe's figures are partial")
     return out
@@ -163,12 +203,14 @@ def check_pair(
                 step = measure_cost_curve(session.drafters.draft_model().model, bench.real_text(), 1).step
         bench.run()
         report = bench.report(pair_info, command="specchat " + " ".join(sys.argv[1:]))
+        with status.status("measuring the machine's noise again"):
+            after = step_noise(session.target, bench.real_text())
     finally:
         session.close()
     if report["cost_curve"] is None:
         raise SpecchatError("stopped before the cost curve was measured", hint="run the check again", code=130)
-    result = figures(report, step)
-    if target is None and not result["interrupted"]:
+    result = figures(report, step, after)
+    if target is None and not result["interrupted"] and not result["untrusted"]:
         _keep(label, result, status)
     return result
 

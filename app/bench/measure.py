@@ -79,7 +79,25 @@ def measure_cost_curve(model, text: list[int], max_positions: int, repeats: int 
     positions = list(range(1, max_positions + 1))
     samples = time_decodes(model, positions, repeats, filler=text[: max_positions + 1])
     model.truncate(0)
-    return CostCurve(len(base), positions, [statistics.median(samples[n]) for n in positions], repeats)
+    medians = [statistics.median(samples[n]) for n in positions]
+    return CostCurve(len(base), positions, medians, repeats, noise(list(samples.values())))
+
+
+def noise(samples: list[list[float]]) -> float:
+    """How much repeated timings of the same work differ: for each set, half
+    its interquartile range over its median (one hiccup does not move it);
+    the median of those. 0.05 reads as ±5%."""
+    spreads = []
+    for s in samples:
+        if len(s) >= 3 and statistics.median(s) > 0:
+            q1, _, q3 = statistics.quantiles(s, n=4, method="inclusive")
+            spreads.append((q3 - q1) / 2 / statistics.median(s))
+    return statistics.median(spreads) if spreads else 0.0
+
+
+def step_noise(model, text: list[int], steps: int = 15) -> float:
+    """The spread of plain steps now, right after real context: how busy the machine is."""
+    return noise([time_decodes(model, [1], steps, filler=text[:2])[1]]) if text else 0.0
 
 
 def time_ngram_proposals(text: list[int], context: int = NGRAM_CONTEXT, calls: int = NGRAM_CALLS) -> dict:

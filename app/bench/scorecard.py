@@ -241,6 +241,7 @@ class CostCurve:
     positions: list[int]
     seconds: list[float]
     repeats: int = 0
+    noise: float = 0.0  # how much repeated decodes of one size differ: the median half-range over the median
 
     @property
     def step(self) -> float:
@@ -259,7 +260,7 @@ class CostCurve:
 
     @classmethod
     def from_dict(cls, d: dict) -> CostCurve:
-        return cls(d["context_tokens"], d["positions"], d["seconds"], d.get("repeats", 0))
+        return cls(d["context_tokens"], d["positions"], d["seconds"], d.get("repeats", 0), d.get("noise", 0.0))
 
 
 def break_even(curve: CostCurve, runs: list[Run]) -> list[dict]:
