@@ -142,6 +142,17 @@ class ChatSession(Dialogue[Turn]):
     ) -> None:
         self.target = target
         self.pair = pair
+        # Why this pair decodes plainly whatever drafter is asked for ("" where it can draft).
+        self.no_drafting = (
+            ""
+            if target.can_roll_back
+            else (
+                f"{pair or 'the target'} keeps a recurrent state that llama.cpp cannot roll back, "
+                "so it cannot take back rejected drafts: decoding plainly"
+            )
+        )
+        if self.no_drafting:
+            drafter = "off"
         self.system = system
         self.max_tokens = max_tokens
         self.n_ctx = target.n_ctx
@@ -196,11 +207,13 @@ class ChatSession(Dialogue[Turn]):
         return self.engine.drafter.name
 
     def set_drafter(self, name: str) -> None:
+        if self.no_drafting and name != "off":
+            raise SpecchatError(self.no_drafting, hint="this model decodes with --drafter off only")
         self.engine.switch_drafter(self.drafters.get(name))
 
     def drafter_names(self) -> list[str]:
         """What ctrl+d cycles through (set_drafter refuses those this pair cannot run)."""
-        return list(NAMES)
+        return ["off"] if self.no_drafting else list(NAMES)
 
     @property
     def k(self) -> int:

@@ -30,7 +30,7 @@ import os
 import threading
 import time
 
-from specchat import paths
+from specchat import kvcache, paths
 
 # Every size up to 8, then the usual draft lengths: CPU kernels change at
 # batch sizes like 8 and 16, and the curve bends there (docs/bench-default-pair.txt,
@@ -82,7 +82,8 @@ def time_decodes(
     after a single-token step, rolled back after; `repeats` samples per size
     after one untimed pass that warms every shape up. A set `cancel` stops
     it between decodes, with what was timed so far."""
-    base = len(model.tokens)
+    held = list(model.tokens)  # a recurrent model may start over on a rollback: fed again at the end
+    base = len(held)
     filler = filler or [model.tokens[-1] if model.tokens else 0]
     filler = (filler * (max(sizes) + 1))[: max(sizes) + 1]
     samples: dict[int, list[float]] = {n: [] for n in sizes}
@@ -95,6 +96,8 @@ def time_decodes(
             model.eval(filler[1 : n + 1], n_logits=n)
             elapsed = timer() - t0
             model.truncate(base)
+            if len(model.tokens) < base:
+                kvcache.sync(model, held, logits=False)
             if rep:
                 samples[n].append(elapsed)
     return {n: s for n, s in samples.items() if s}

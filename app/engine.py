@@ -95,6 +95,8 @@ class TargetModel(Protocol):
     @property
     def llama_seconds(self) -> float | None: ...  # seconds inside llama.cpp's calls so far; None: not llama.cpp
     @property
+    def can_roll_back(self) -> bool: ...  # a verify's rejected tokens can be taken back (False: plain decoding only)
+    @property
     def cost_key(self) -> str | None: ...  # what its cost curve depends on (costmodel.saved_curve); None: keep none
 
     def close(self) -> None: ...

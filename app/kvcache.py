@@ -19,6 +19,7 @@ def sync(model, tokens: Sequence[int], *, logits: bool, one_by_one: int = 0) -> 
     more go in one batch. Returns how many tokens were fed."""
     keep = common_prefix(model.tokens, tokens[:-1] if logits else tokens)
     model.truncate(keep)
+    keep = len(model.tokens)  # a recurrent state that could not roll back that far starts over
     todo = list(tokens[keep:])
     if len(todo) <= one_by_one:
         for t in todo:

@@ -103,6 +103,8 @@ def open_session(
         # A draft step costs about its share of the target's bytes, until measured.
         draft_cost_prior=d_path.stat().st_size / t_path.stat().st_size if d_path else 0.5,
     )
+    if session.no_drafting and drafter != "off":
+        (warn or _print_warning)(session.no_drafting)
     return session
 
 

@@ -146,6 +146,9 @@ def lines(result: dict) -> list[str]:
         f"target step {result['target_step_s'] * 1e3:.1f} ms; "
         + scorecard.curve_line(CostCurve.from_dict(result["cost_curve"])),
     ]
+    for role, a in result.get("architecture", {}).items():
+        if a is not None:
+            out.append(f"{role} {a['name']} ({', '.join(a['kinds'])}): {a['speculation']}")
     if result["draft_step_s"] is not None:
         out.append(
             f"draft model step {result['draft_step_s'] * 1e3:.1f} ms = {result['draft_step_ratio']:.2f} target steps"
@@ -189,7 +192,7 @@ def check_pair(
     from specchat.loader import pair_files
 
     suites = probe_suites(prompts)  # a bad --prompts is one line before anything loads
-    label, _, d_path = pair_files(pair, target, draft)
+    label, t_path, d_path = pair_files(pair, target, draft)
     plan = check_plan(suites, d_path is not None, max_tokens)
     status = Console(stderr=True, highlight=False)
     with status.status(f"loading {label}"):
@@ -210,9 +213,18 @@ def check_pair(
     if report["cost_curve"] is None:
         raise SpecchatError("stopped before the cost curve was measured", hint="run the check again", code=130)
     result = figures(report, step, after)
+    result["architecture"] = {"target": _kinds(t_path), "draft": _kinds(d_path) if d_path else None}
     if target is None and not result["interrupted"] and not result["untrusted"]:
         _keep(label, result, status)
     return result
+
+
+def _kinds(path) -> dict | None:
+    """The file's architecture and what its kinds mean for speculation (compat.read_architecture_kinds)."""
+    from specchat.store.compat import read_architecture_kinds
+
+    a = read_architecture_kinds(path)
+    return None if a is None else {"name": a.name, "kinds": list(a.kinds), "speculation": a.speculation()}
 
 
 def run_check(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import llama_cpp as C
 import numpy as np
 
+from specchat.drafters import K_MAX
 from specchat.errors import SpecchatError
 from specchat.llamacpp.kernels import Kernels, cpu_name
 from specchat.llamacpp.kernels import choose as choose_kernels
@@ -39,6 +40,9 @@ _log_lines: list[str] = []  # llama.cpp's chatter, kept for --verbose and errors
 _load_log: list[str] | None = None  # every line while a model loads (it says where the layers went)
 _verbose = False
 MAX_ROWS = 64  # rows one decode may keep while the argmax runs in the graph (a verify keeps k + 1 <= 33)
+# Snapshots of a recurrent model's state that llama.cpp keeps per sequence, so
+# a verify of up to K_MAX drafted tokens can roll its rejected tokens back.
+RS_SNAPSHOTS = K_MAX + 1
 
 
 @C.llama_log_callback
@@ -130,12 +134,20 @@ class Model:
         threads = n_threads or physical_cores()
         cp.n_threads = cp.n_threads_batch = threads
         cp.n_outputs_max_per_seq = MAX_ROWS  # read only once a greedy sampler is attached
+        # A recurrent or hybrid model (Mamba, Qwen3.5, LFM2, Granite hybrids) keeps a
+        # state, not a cache of every position: llama.cpp rolls it back only from
+        # snapshots of the last decode's tokens, where its architecture keeps them.
+        self.recurrent = bool(C.llama_model_is_recurrent(self.model) or C.llama_model_is_hybrid(self.model))
+        cp.n_rs_seq = RS_SNAPSHOTS if self.recurrent else 0
         self.ctx = C.llama_init_from_model(self.model, cp)
         if not self.ctx:
             C.llama_model_free(self.model)
             raise SpecchatError(f"cannot create a context of {cp.n_ctx} tokens", hint="try a smaller --ctx")
         self.n_ctx = C.llama_n_ctx(self.ctx)
         self.n_batch = C.llama_n_batch(self.ctx)
+        self.rs_snapshots = C.llama_n_rs_seq(self.ctx) if self.recurrent else 0  # 0 where the arch keeps none
+        self._last_fed = 0  # tokens in the last decode (a recurrent state rolls back within them)
+        self._rolled_back = False  # a recurrent rollback is single-use until the next decode
         self.n_threads = threads
         # Decoding keeps every core busy: llama.cpp runs on the CPU with a thread per core.
         self.cpu_bound = not self.device["gpu_layers"] and threads >= physical_cores()
@@ -249,6 +261,7 @@ class Model:
             if rc != 0:
                 raise SpecchatError(f"llama_decode failed ({rc})", hint="the context may be full; try --ctx")
             self.tokens.extend(chunk)
+            self._last_fed, self._rolled_back = len(chunk), False
         # Logits rows are addressed by batch index within the last chunk.
         last = len(tokens) - (len(tokens) - 1) // self.n_batch * self.n_batch if tokens else 0
         assert n_logits <= last, "logits are kept for the last chunk only"
@@ -277,18 +290,31 @@ class Model:
             raise SpecchatError("llama.cpp returned no greedy token", hint="set SPECCHAT_ARGMAX=host")
         return t
 
+    @property
+    def can_roll_back(self) -> bool:
+        """A verify's rejected tokens can be taken back: a KV cache, or a
+        recurrent state whose architecture llama.cpp keeps snapshots for."""
+        return not self.recurrent or self.rs_snapshots > 0
+
     def truncate(self, n: int) -> None:
-        """Roll the cache back to its first n tokens."""
+        """Roll the cache back to its first n tokens. A recurrent state rolls
+        back only within the last decode (llama.cpp's snapshots, once per
+        decode): further back it starts over empty, and `tokens` says so
+        (kvcache.sync then feeds the rest again)."""
         if n >= len(self.tokens):
             return
+        back = len(self.tokens) - n
+        if self.recurrent and not (back < self._last_fed and back <= self.rs_snapshots and not self._rolled_back):
+            n = 0  # no snapshot holds that state: start over
         t0 = time.perf_counter()
         removed = C.llama_memory_seq_rm(self.mem, 0, n, -1)
         self.llama_seconds += time.perf_counter() - t0
         if not removed:
             raise SpecchatError(
-                f"{self.path.name} cannot roll back its cache (a recurrent model?)",
-                hint="speculative decoding needs a transformer KV cache",
+                f"{self.path.name} cannot roll back its cache",
+                hint="speculative decoding needs a model llama.cpp can roll back; use --drafter off",
             )
+        self._rolled_back = self.recurrent and n > 0
         del self.tokens[n:]
 
     # --- text -------------------------------------------------------------------

@@ -151,6 +151,61 @@ def read_architecture(path: Path) -> str | None:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else None
 
 
+@dataclass(frozen=True)
+class Architecture:
+    """What kind of model a GGUF holds, as far as speculation cares."""
+
+    name: str  # general.architecture
+    kinds: tuple[str, ...]  # "dense" or any of "MoE", "SWA", "hybrid", plus "MTP" for shipped draft heads
+    mtp_layers: int = 0
+
+    def label(self) -> str:
+        return f"{self.name}: {', '.join(self.kinds)}"
+
+    def speculation(self) -> str:
+        """What the kinds mean for speculative decoding, in one line."""
+        said = {
+            "dense": "a KV cache: rolls back anywhere",
+            "MoE": "experts: a verify may read more of them than a step, so measure its cost (models check)",
+            "SWA": "sliding-window attention: rolls back exactly, as specchat keeps the full cache (swa_full)",
+            "hybrid": "a recurrent state: rolls back from llama.cpp's snapshots of the last decode where its "
+            "architecture keeps them, else decodes plainly",
+            "MTP": f"{self.mtp_layers} shipped MTP draft head(s), which specchat does not draft with yet",
+        }
+        return "; ".join(said[k] for k in self.kinds)
+
+
+def read_architecture_kinds(path: Path) -> Architecture | None:
+    """The architecture and its kinds from the header's keys, or None where it cannot be read."""
+    try:
+        with open(path, "rb", buffering=1 << 20) as stream:
+            kv = _HeaderReader(stream).scalars()
+    except (OSError, struct.error, ValueError, EOFError, RecursionError):
+        return None
+    name = kv.get(Keys.General.ARCHITECTURE)
+    if not isinstance(name, bytes):
+        return None
+    arch = name.decode("utf-8", errors="replace")
+
+    def has(key: str) -> bool:
+        value = kv.get(f"{arch}.{key}")
+        return value is not None and value != 0
+
+    kinds = []
+    if has("expert_count"):
+        kinds.append("MoE")
+    if has("attention.sliding_window"):
+        kinds.append("SWA")
+    if any(k.startswith((f"{arch}.ssm.", f"{arch}.wkv.", f"{arch}.shortconv.")) for k in kv):
+        kinds.append("hybrid")
+    mtp = kv.get(f"{arch}.nextn_predict_layers")
+    mtp_layers = mtp if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0 else 0
+    kinds = kinds or ["dense"]
+    if mtp_layers:
+        kinds.append("MTP")
+    return Architecture(arch, tuple(kinds), mtp_layers)
+
+
 def check_whole(path: Path) -> None:
     """Raise unless `path` holds every byte its GGUF header says its tensors need
     (llama.cpp refuses a shorter file when it loads it)."""
@@ -281,6 +336,18 @@ class _HeaderReader:
                 found[key] = value
             if len(found) == len(_WANTED):
                 break
+        return found
+
+    def scalars(self) -> dict[str, object]:
+        """Every key whose value is a scalar or a string (arrays are skipped)."""
+        n_kv = self.start()[1]
+        found: dict[str, object] = {}
+        for _ in range(n_kv):
+            key = self.string().decode("utf-8", errors="replace")
+            vtype = self.scalar(GGUFValueType.UINT32)
+            value = self.value(vtype, keep=False)
+            if vtype != GGUFValueType.ARRAY:
+                found[key] = value
         return found
 
     def first(self, wanted: str) -> object | None:

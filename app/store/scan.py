@@ -27,7 +27,7 @@ from rich import filesize
 from specchat.errors import SpecchatError
 from specchat.store import local
 from specchat.store.catalog import load_catalog
-from specchat.store.compat import Vocab, check_whole, first_mismatch, read_vocab
+from specchat.store.compat import Architecture, Vocab, check_whole, first_mismatch, read_architecture_kinds, read_vocab
 from specchat.textsafe import safe_json, safe_text
 
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
@@ -43,6 +43,7 @@ class Found:
     path: Path
     size: int
     vocab: Vocab
+    architecture: Architecture | None = None  # its kinds (dense, MoE, SWA, hybrid, MTP), where the header says
 
     def tokenizer_key(self) -> tuple:
         v = self.vocab
@@ -172,7 +173,7 @@ def _read(place: str, name: str, path: Path, problems: list[str]) -> Found | Non
     if not vocab.tokens:
         problems.append(f"{path}: has no tokenizer (a projector or an adapter?); skipped")
         return None
-    return Found(place, name, path, size, vocab)
+    return Found(place, name, path, size, vocab, read_architecture_kinds(path))
 
 
 # --- pairing them --------------------------------------------------------------------------
@@ -294,6 +295,8 @@ def _lines(result: Scan, entries: list[Candidates], proposed: list[tuple[str, Fo
     for f in result.found:
         lines.append(f"  {filesize.decimal(f.size):>9}  {f.name}  [{f.place}, tokenizer {label[id(f)]}]")
         lines.append(f"{'':>13}{f.path}")
+        if f.architecture is not None:
+            lines.append(f"{'':>13}{f.architecture.label()}: {f.architecture.speculation()}")
     if result.problems:
         lines.append("skipped:")
         lines += [f"  {p}" for p in result.problems]
@@ -321,7 +324,9 @@ def _ref(f: Found) -> local.LocalFile:
 def _as_json(result: Scan, entries: list[Candidates], proposed: list[tuple[str, Found, Found]]) -> dict:
     def file(f: Found) -> dict:
         return {"name": f.name, "place": f.place, "path": str(f.path), "size": f.size, "vocab_type": f.vocab.type,
-                "n_vocab": len(f.vocab.tokens)}  # fmt: skip
+                "n_vocab": len(f.vocab.tokens),
+                "architecture": f.architecture.name if f.architecture else None,
+                "kinds": list(f.architecture.kinds) if f.architecture else None}  # fmt: skip
 
     return {
         "places": [{"place": p, "path": str(r), "present": r.is_dir()} for p, r in result.places],

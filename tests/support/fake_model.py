@@ -37,6 +37,7 @@ class FakeModel:
         self.cpu_bound = False
         self.llama_seconds: float | None = None
         self.cost_key: str | None = None  # no cost curve is saved for a fake
+        self.can_roll_back = True  # its cache is a list: it rolls back anywhere
 
     def argmax_only(self, on: bool) -> None:
         self.tokens_only = on
