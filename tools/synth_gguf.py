@@ -296,10 +296,13 @@ def tokenizer_fields(path: Path) -> list[tuple[str, Any, gguf.GGUFValueType, ggu
 # --- writing -------------------------------------------------------------------------------
 
 
-def write(arch: str, out: Path, tokenizer_from: Path = DEFAULT_TOKENIZER, seed: int = SEED) -> Path:
+def write(
+    arch: str, out: Path, tokenizer_from: Path = DEFAULT_TOKENIZER, seed: int = SEED, template: str | None = None
+) -> Path:
     """Write the synthetic ARCH model to out and return its path (another
     seed: other weights, the same layout and tokenizer, so a draft model
-    for it that disagrees)."""
+    for it that disagrees; `template`: another chat template, as a model
+    file may carry one that is broken or hostile)."""
     if arch not in ARCHS:
         raise ValueError(f"unknown arch {arch!r}: choose one of {', '.join(ARCHS)}")
     fields = tokenizer_fields(tokenizer_from)
@@ -308,6 +311,8 @@ def write(arch: str, out: Path, tokenizer_from: Path = DEFAULT_TOKENIZER, seed: 
     w = gguf.GGUFWriter(out, arch)
     tensors = ARCHS[arch](w, rng, n_vocab)
     for key, value, vtype, sub_type in fields:
+        if key == "tokenizer.chat_template" and template is not None:
+            value = template
         w.add_key_value(key, value, vtype, sub_type)
     for name, array in tensors.items():
         w.add_tensor(name, array)

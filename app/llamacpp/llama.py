@@ -354,9 +354,13 @@ class Model:
         return buf[0] if n == 1 and self.piece(buf[0]) == bytes([b]) else None
 
     def meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(65536)
+        """A metadata value as text, whole whatever its length (a chat template can be 100 kB)."""
+        buf = ctypes.create_string_buffer(4096)
         n = C.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+        if n >= len(buf):  # llama.cpp says how long it is: read it again, whole
+            buf = ctypes.create_string_buffer(n + 1)
+            n = C.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.raw[:n].decode("utf-8", errors="replace") if n >= 0 else None
 
     def apply_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         """Render messages with the GGUF's own chat template (jinja2)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,15 +127,35 @@ def _text(token: bytes) -> str:
 # --- reading the header -------------------------------------------------------------
 
 
+def open_gguf(path: Path | str, buffering: int = 1 << 20) -> BinaryIO:
+    """A model file opened for reading its header: a regular file only (a
+    FIFO named x.gguf would block a plain open forever), opened without
+    blocking and checked before a byte is read; ValueError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("it is not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_vocab(source: Path | str | BinaryIO, label: str | None = None) -> Vocab:
     """Read the tokenizer keys from a GGUF file or from a stream of one."""
     if isinstance(source, (str, Path)):
-        with open(source, "rb", buffering=1 << 20) as stream:
-            return read_vocab(stream, label or str(source))
+        try:
+            with open_gguf(source) as stream:
+                return read_vocab(stream, label or str(source))
+        except ValueError as err:
+            raise SpecchatError(
+                f"{label or source} is not a readable GGUF file ({err})", hint="check the file"
+            ) from None
     where = label or "the stream"
     try:
         return _vocab(_HeaderReader(source).tokenizer_keys())
-    except (struct.error, ValueError, EOFError) as err:
+    except (struct.error, ValueError, EOFError, RecursionError) as err:
         raise SpecchatError(
             f"{where} is not a readable GGUF file ({err})", hint="check the file; re-pull it if it came from the store"
         ) from None
@@ -144,7 +165,7 @@ def read_architecture(path: Path) -> str | None:
     """The GGUF's `general.architecture` ("qwen2", "llama", ...), or None where
     the header does not say or cannot be read."""
     try:
-        with open(path, "rb", buffering=1 << 16) as stream:
+        with open_gguf(path, 1 << 16) as stream:
             value = _HeaderReader(stream).first(Keys.General.ARCHITECTURE)
     except (OSError, struct.error, ValueError, EOFError, RecursionError):
         return None
@@ -178,7 +199,7 @@ class Architecture:
 def read_architecture_kinds(path: Path) -> Architecture | None:
     """The architecture and its kinds from the header's keys, or None where it cannot be read."""
     try:
-        with open(path, "rb", buffering=1 << 20) as stream:
+        with open_gguf(path) as stream:
             kv = _HeaderReader(stream).scalars()
     except (OSError, struct.error, ValueError, EOFError, RecursionError):
         return None
@@ -210,10 +231,10 @@ def check_whole(path: Path) -> None:
     """Raise unless `path` holds every byte its GGUF header says its tensors need
     (llama.cpp refuses a shorter file when it loads it)."""
     try:
-        with open(path, "rb", buffering=1 << 20) as stream:
+        with open_gguf(path) as stream:
             need = _HeaderReader(stream).data_end()
             have = os.fstat(stream.fileno()).st_size
-    except (struct.error, ValueError, EOFError, KeyError) as err:
+    except (OSError, struct.error, ValueError, EOFError, KeyError, RecursionError) as err:
         raise SpecchatError(f"{path} is not a readable GGUF file ({err})", hint="check the file") from None
     if have < need:
         raise SpecchatError(
@@ -260,12 +281,30 @@ class _HeaderReader:
     # No header value is this big (a vocab's whole token list is ~2 MB): a
     # larger length is a damaged or hostile file, refused before reading it.
     MAX_VALUE = 1 << 30
+    MAX_COUNT = 1 << 22  # entries in one array: a vocabulary or its merges hold ~10^5
+    MAX_DEPTH = 4  # arrays of arrays: real files nest none
 
     def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
         self.order = "<"
         self.buf = b""
         self.pos = 0
+        try:  # a file's size bounds every count in it; a stream (a download) has none
+            self.size: int | None = os.fstat(stream.fileno()).st_size
+        except (AttributeError, OSError, ValueError):
+            self.size = None
+
+    def _left(self) -> int | None:
+        """Bytes after the parse position, where the size is known."""
+        if self.size is None:
+            return None
+        return self.size - (self.stream.tell() - (len(self.buf) - self.pos))
+
+    def _bound(self, count: int, each: int) -> None:
+        """Refuse a count that the file cannot hold (each entry takes at least `each` bytes)."""
+        left = self._left()
+        if count > self.MAX_COUNT or (left is not None and count * each > left):
+            raise ValueError(f"its header declares an array of {count} entries, more than the file holds")
 
     def _ensure(self, n: int) -> None:
         if self.pos + n <= len(self.buf):
@@ -360,23 +399,28 @@ class _HeaderReader:
                 return value
         return None
 
-    def value(self, vtype: int, keep: bool):
+    def value(self, vtype: int, keep: bool, depth: int = 0):
         if vtype == GGUFValueType.STRING:
             return self.string()
         if vtype == GGUFValueType.ARRAY:
-            return self.array(keep)
+            if depth >= self.MAX_DEPTH:
+                raise ValueError(f"its header nests arrays more than {self.MAX_DEPTH} deep")
+            return self.array(keep, depth + 1)
         return self.scalar(vtype)
 
-    def array(self, keep: bool) -> list | None:
+    def array(self, keep: bool, depth: int = 1) -> list | None:
         etype = self.scalar(GGUFValueType.UINT32)
         count = self.scalar(GGUFValueType.UINT64)
         if etype == GGUFValueType.STRING:
+            self._bound(count, 8)  # a string is at least its 8-byte length
             return self.strings(count, keep)
         if etype in _SCALAR:
             code = _SCALAR[GGUFValueType(etype)]
+            self._bound(count, struct.calcsize(code))
             data = self.take(count * struct.calcsize(code))
             return list(struct.unpack(f"{self.order}{count}{code}", data)) if keep else None
-        items = [self.value(etype, keep) for _ in range(count)]
+        self._bound(count, 4)  # an array is at least its element type
+        items = [self.value(etype, keep, depth) for _ in range(count)]
         return items if keep else None
 
     def strings(self, count: int, keep: bool) -> list[bytes] | None:

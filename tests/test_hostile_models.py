@@ -1,0 +1,147 @@
+"""Model files are untrusted: a FIFO, a header that claims more than the file
+holds, arrays nested without end, and chat templates that are huge, broken,
+runaway or greedy each end in a value or one line naming the file, quickly,
+never a hang, a traceback or gigabytes of memory."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from specchat.cli import app
+from specchat.errors import SpecchatError
+from specchat.store.compat import read_architecture_kinds, read_vocab
+from tools.synth_gguf import write
+
+MAGIC = struct.pack("<II", 0x46554747, 3)
+
+
+def header(*kv: bytes, tensors: int = 0) -> bytes:
+    return MAGIC + struct.pack("<QQ", tensors, len(kv)) + b"".join(kv)
+
+
+def key(name: str) -> bytes:
+    return struct.pack("<Q", len(name)) + name.encode()
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})
+
+
+def test_a_fifo_named_gguf_is_skipped_by_scan_at_once(tmp_path):
+    os.mkfifo(tmp_path / "x.gguf")
+    t0 = time.monotonic()
+    r = cli("models", "scan", str(tmp_path), "--json")
+    assert r.exit_code == 0 and time.monotonic() - t0 < 30
+    assert json.loads(r.stdout)["skipped"] == [f"{tmp_path / 'x.gguf'} is not a readable GGUF file "
+                                               "(it is not a regular file); skipped"]
+
+
+def test_a_header_claiming_2_63_strings_in_a_sparse_file_is_refused_at_once(tmp_path, specchat_home):
+    path = tmp_path / "huge.gguf"
+    with open(path, "wb") as f:
+        f.write(header(key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 2**63)))
+        f.truncate(2 * 1024**3)  # sparse: 2 GB of zeros on disk for nothing
+    t0 = time.monotonic()
+    r = cli("models", "add", "huge", "--target", str(path))
+    assert r.exit_code == 1 and time.monotonic() - t0 < 10
+    assert r.stderr.splitlines()[0] == (f"error: {path} is not a readable GGUF file (its header declares an array "
+                                        "of 9223372036854775808 entries, more than the file holds)")
+
+
+def test_arrays_nested_5000_deep_are_one_line_everywhere(tmp_path, specchat_home):
+    nested = key("a") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 5000 + struct.pack("<IQ", 4, 1) + b"\0" * 4
+    path = tmp_path / "deep.gguf"
+    path.write_bytes(header(nested))
+    r = cli("models", "add", "deep", "--target", str(path))
+    assert r.stderr.splitlines()[0] == f"error: {path} is not a readable GGUF file (its header nests arrays more than 4 deep)"
+    assert read_architecture_kinds(path) is None
+    r = cli("models", "scan", str(tmp_path), "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["skipped"] == [
+        f"{path} is not a readable GGUF file (its header nests arrays more than 4 deep); skipped"]
+
+
+@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=400), st.integers(min_value=0, max_value=400))
+def test_any_header_bytes_end_in_a_vocab_or_one_error(body, cut):
+    """Random and truncated headers: a value or a SpecchatError, fast, whatever the bytes."""
+    data = (MAGIC + body)[: len(MAGIC) + cut]
+    t0 = time.monotonic()
+    try:
+        read_vocab(io.BytesIO(data), "random")
+    except SpecchatError as err:
+        assert err.message.startswith("random is not a readable GGUF file (")
+    assert time.monotonic() - t0 < 1.0
+
+
+@pytest.fixture(scope="module")
+def with_template(tiny_pair, tmp_path_factory):
+    """A synthetic llama whose chat template is `source`."""
+    folder = tmp_path_factory.mktemp("templates")
+
+    def make(name: str, source: str):
+        return write("llama", folder / f"{name}.gguf", tiny_pair[0], template=source)
+
+    return make
+
+
+def run_on(path) -> tuple[int, list[str]]:
+    r = cli("run", "hello", "--target", str(path), "--max-tokens", "2", "--no-history", "--drafter", "off")
+    return r.exit_code, r.stderr.splitlines()
+
+
+@pytest.mark.real
+def test_a_70kb_template_is_read_whole(with_template):
+    filler = "{# " + "x" * 70_000 + " #}"
+    path = with_template("long", filler + "{% for m in messages %}[{{ m.content }}]{% endfor %}"
+                         "{% if add_generation_prompt %}<reply>{% endif %}")
+    from specchat.llamacpp.llama import Model
+
+    m = Model(path, n_ctx=256, n_threads=1, n_gpu_layers=0)
+    try:
+        assert len(m.meta("tokenizer.chat_template")) > 70_000
+        assert m.apply_template([{"role": "user", "content": "hi"}]) == "[hi]<reply>"
+    finally:
+        m.close()
+
+
+@pytest.mark.real
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("{% for %}", "'s chat template does not parse (line 1: "),
+        ("{{ messages[0].nope.deeper }}", "'s chat template failed (UndefinedError: "),
+        ("{{ 'a' * 10**13 }}", "'s chat template failed (SecurityError: the template builds a value of "
+                               "10000000000000 items)"),
+        ("{% set n = messages|length %}{{ (n + 9) ** 100000 }}", "'s chat template failed (SecurityError: the "
+                                                                  "template raises a number to the power 100000)"),
+        ("{{ 'a' * 10000000000000 }}", "'s chat template failed (SecurityError: the template builds a value of "
+                                       "10000000000000 items)"),
+    ],
+    ids=["syntax", "undefined", "string times a power", "huge power", "huge string"],
+)
+def test_a_broken_template_is_one_line_naming_the_file(with_template, source, said):
+    path = with_template(f"broken{abs(hash(source))}", source)
+    code, err = run_on(path)
+    assert code == 1 and err[0].startswith(f"error: {path.name}{said}") and err[1].startswith("hint: ")
+    assert len(err) == 2
+
+
+@pytest.mark.real
+def test_a_runaway_template_ends_within_its_budget(with_template, monkeypatch):
+    from specchat.llamacpp import template
+
+    monkeypatch.setattr(template, "RENDER_SECONDS", 1.0)
+    path = with_template("runaway", "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}")
+    t0 = time.monotonic()
+    code, err = run_on(path)
+    assert code == 1 and time.monotonic() - t0 < 20
+    assert err[0] == f"error: {path.name}'s chat template did not finish in 1 s (a runaway loop?)"
