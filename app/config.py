@@ -89,6 +89,8 @@ def read_settings(path: Path | None = None) -> Loaded:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         return Loaded(Settings(), [f"{path}: {err}; using the defaults"], path)
+    except RecursionError:
+        return Loaded(Settings(), [f"{path}: nested too deep to be settings; using the defaults"], path)
     settings, errors = _from_dict(data, text, path)
     return Loaded(settings, errors, path)
 

@@ -145,3 +145,71 @@ def test_a_runaway_template_ends_within_its_budget(with_template, monkeypatch):
     code, err = run_on(path)
     assert code == 1 and time.monotonic() - t0 < 20
     assert err[0] == f"error: {path.name}'s chat template did not finish in 1 s (a runaway loop?)"
+
+
+# --- config and data files: decoded with one line, nested or not --------------------------------
+
+DEEP_TOML = "x = " + "[" * 20_000 + "]" * 20_000 + "\n"
+DEEP_JSON = "[" * 20_000 + "]" * 20_000
+
+
+def test_files_nested_20000_deep_are_one_line_each(specchat_home, tmp_path):
+    from specchat.config import read_settings
+    from specchat.store import local, verdicts
+    from specchat.themes import load_user_themes
+
+    config = specchat_home / "config"
+    (config / "themes").mkdir(parents=True)
+    (config / "settings.toml").write_text(DEEP_TOML)
+    assert read_settings().errors == [f"{config / 'settings.toml'}: nested too deep to be settings; using the defaults"]
+    (config / "themes" / "deep.toml").write_text(DEEP_TOML)
+    assert load_user_themes(config / "themes") == ([], [f"theme {config / 'themes' / 'deep.toml'}: nested too deep "
+                                                          "to be a theme; not loaded"])
+    (config / "pairs.toml").write_text(DEEP_TOML)
+    r = cli("models")
+    assert r.exit_code == 1 and r.stderr.splitlines()[0] == f"error: {config / 'pairs.toml'} is not valid TOML (nested too deep)"
+    (config / "pairs.toml").unlink()
+    (config / "local-pairs.json").write_text(DEEP_JSON)
+    with pytest.raises(SpecchatError) as err:
+        local.load()
+    assert err.value.message == f"{config / 'local-pairs.json'} is not a local-pairs file specchat can read"
+    (specchat_home / "data").mkdir()
+    (specchat_home / "data" / "verdicts.json").write_text(DEEP_JSON)
+    assert verdicts.load() == {}
+    suite = tmp_path / "deep.toml"
+    suite.write_text(DEEP_TOML)
+    r = cli("bench", "--prompts", str(suite))
+    assert r.exit_code == 2 and r.stderr.splitlines()[0] == f"error: {suite} is not valid TOML: nested too deep"
+
+
+def test_a_pairs_file_that_is_not_utf8_is_one_line(specchat_home):
+    (specchat_home / "config").mkdir(parents=True)
+    (specchat_home / "config" / "pairs.toml").write_bytes(b'a = "\xff"\n')
+    r = cli("models")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines() == [f"error: {specchat_home / 'config' / 'pairs.toml'} is not valid TOML "
+                                     "(byte 5 is not UTF-8)", "hint: fix or delete that file"]
+
+
+@pytest.mark.real
+def test_models_add_checks_where_it_writes_before_hashing(specchat_home, tiny_pair):
+    specchat_home.mkdir(parents=True)
+    (specchat_home / "config").write_text("")  # a file where the config folder belongs
+    r = cli("models", "add", "mine", "--target", str(tiny_pair[0]))
+    assert r.exit_code == 1 and "hashing" not in r.stderr
+    assert r.stderr.splitlines() == [f"error: cannot keep local pairs in {specchat_home / 'config'} (a file is where "
+                                     "that folder should be)", "hint: check that folder (SPECCHAT_HOME moves it)"]
+
+
+def test_models_add_refuses_a_file_that_is_no_model(specchat_home, tmp_path):
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(header())  # 24 bytes: a valid header with nothing in it
+    r = cli("models", "add", "mine", "--target", str(empty))
+    assert r.exit_code == 1 and r.stderr.splitlines()[0] == f"error: {empty} holds no tokenizer: not a model to chat with"
+    vocab_only = tmp_path / "vocab.gguf"
+    model = key("tokenizer.ggml.model") + struct.pack("<I", 8) + key("gpt2")  # a string: its type, then the string
+    tokens = key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 1) + key("a")  # an array of one string
+    vocab_only.write_bytes(header(model, tokens))  # a tokenizer and no tensor, like llama.cpp's vocab files
+    r = cli("models", "add", "mine", "--target", str(vocab_only))
+    assert r.exit_code == 1 and r.stderr.splitlines()[0] == (f"error: {vocab_only} is not a readable GGUF file "
+                                                             "(it holds no tensors)")

@@ -209,6 +209,8 @@ def theme_from_toml(text: str, default_name: str) -> Theme:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ValueError(str(err)) from None
+    except RecursionError:
+        raise ValueError("nested too deep to be a theme") from None
     unknown = sorted(set(data) - _THEME_FIELDS)
     if unknown:
         raise ValueError(f"unknown key {unknown[0]!r}")

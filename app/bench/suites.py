@@ -42,7 +42,10 @@ def load_suite(name: str) -> Suite:
         if not path.is_file():
             raise SpecchatError(f"no suite file at {path}", hint="pass a suite name or the path of a .toml file")
         folder: Traversable = path.parent
-        text = path.read_text("utf-8")
+        try:
+            text = path.read_text("utf-8")
+        except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
+            raise SpecchatError(f"cannot read the suite {path} ({err})", hint=SUITE_SHAPE, code=2) from None
     elif name in SUITES:
         folder = resources.files("specchat.bench").joinpath("suites")
         text = folder.joinpath(f"{name}.toml").read_text("utf-8")
@@ -62,6 +65,8 @@ def _parse(text: str, folder: Traversable, name: str) -> Suite:
         )
     except tomllib.TOMLDecodeError as err:
         raise SpecchatError(f"{name} is not valid TOML: {err}", hint=SUITE_SHAPE, code=2) from None
+    except RecursionError:
+        raise SpecchatError(f"{name} is not valid TOML: nested too deep", hint=SUITE_SHAPE, code=2) from None
     except (KeyError, TypeError, AttributeError):
         raise SpecchatError(f"{name}: every [[prompt]] needs an id and a text", hint=SUITE_SHAPE, code=2) from None
     if not prompts:

@@ -116,6 +116,18 @@ def load_catalog() -> Catalog:
             data = tomllib.loads(custom_path.read_text("utf-8"))
         except tomllib.TOMLDecodeError as err:
             raise SpecchatError(f"{custom_path} is not valid TOML ({err})", hint="fix or delete that file") from None
+        except UnicodeDecodeError as err:
+            raise SpecchatError(
+                f"{custom_path} is not valid TOML (byte {err.start} is not UTF-8)", hint="fix or delete that file"
+            ) from None
+        except RecursionError:
+            raise SpecchatError(
+                f"{custom_path} is not valid TOML (nested too deep)", hint="fix or delete that file"
+            ) from None
+        except OSError as err:
+            raise SpecchatError(
+                f"cannot read {custom_path} ({err.strerror or err})", hint="fix or delete that file"
+            ) from None
         for name, pair in _parse_pairs(data, source=str(custom_path), custom=True).items():
             if name in pairs:
                 raise SpecchatError(

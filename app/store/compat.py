@@ -234,6 +234,8 @@ def check_whole(path: Path) -> None:
         with open_gguf(path) as stream:
             need = _HeaderReader(stream).data_end()
             have = os.fstat(stream.fileno()).st_size
+        if need == 0:
+            raise ValueError("it holds no tensors")
     except (OSError, struct.error, ValueError, EOFError, KeyError, RecursionError) as err:
         raise SpecchatError(f"{path} is not a readable GGUF file ({err})", hint="check the file") from None
     if have < need:
@@ -350,6 +352,8 @@ class _HeaderReader:
         """Where the last tensor's data ends: the size a whole file has at least."""
         n_tensors, n_kv = self.start()
         alignment = 32  # GGUF's default
+        if n_tensors == 0:
+            return 0
         for _ in range(n_kv):
             key = self.string()
             value = self.value(self.scalar(GGUFValueType.UINT32), keep=key == _ALIGNMENT)

@@ -87,7 +87,7 @@ def read_json(path: Path) -> dict | None:
     try:
         with _open_own(path) as src:
             data = json.loads(src.read().decode("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: a file nested past any parser
         return None
     return data if isinstance(data, dict) else None
 

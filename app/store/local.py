@@ -25,7 +25,7 @@ from pathlib import Path
 from specchat import paths
 from specchat.errors import SpecchatError
 from specchat.store.catalog import check_name, load_catalog
-from specchat.store.compat import check_pair, read_vocab
+from specchat.store.compat import check_pair, check_whole, read_vocab
 from specchat.store.files import digest_of, read_json, write_json
 
 LOCAL_FILE = "local-pairs.json"
@@ -115,13 +115,34 @@ def add(name: str, target: str, draft: str | None = None, on_file: Callable[[Pat
     d = _model_path(draft, "--draft") if draft else None
     if d is not None and d != t:
         check_pair(t, d)
-    else:
-        read_vocab(t)  # a GGUF file, or one line saying why not
+    for path in filter(None, (t, d)):  # a GGUF model: a tokenizer and every tensor's bytes, or one line why not
+        if not read_vocab(path).tokens:
+            raise SpecchatError(
+                f"{path} holds no tokenizer: not a model to chat with", hint="pass a model's .gguf file"
+            )
+        check_whole(path)
+    _writable(local_pairs_path().parent)  # before the hashing, which takes a while
     pair = LocalPair(name, _record(t, on_file), _record(d, on_file) if d is not None and d != t else None)
     pairs = load()
     pairs[name] = pair
     _save(pairs)
     return pair
+
+
+def _writable(folder: Path) -> None:
+    """The folder the record goes in exists (or can be made) and is a folder."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        why = "a file is where that folder should be" if isinstance(err, FileExistsError) else err.strerror or err
+        raise SpecchatError(
+            f"cannot keep local pairs in {folder} ({why})",
+            hint="check that folder (SPECCHAT_HOME moves it)",
+        ) from None
+    if not os.access(folder, os.W_OK):
+        raise SpecchatError(
+            f"cannot keep local pairs in {folder} (not writable)", hint="check that folder's permissions"
+        )
 
 
 def _model_path(text: str, option: str) -> Path:

@@ -118,7 +118,7 @@ def _ollama(root: Path, problems: list[str]) -> Iterator[tuple[str, Path]]:
             try:
                 layers = json.loads(manifest.read_bytes())["layers"]
                 digest = next(layer["digest"] for layer in layers if layer.get("mediaType") == OLLAMA_MODEL)
-            except (OSError, ValueError, KeyError, TypeError, StopIteration):
+            except (OSError, ValueError, KeyError, TypeError, StopIteration, RecursionError):
                 problems.append(f"{manifest}: not an Ollama manifest naming a model blob; skipped")
                 continue
             if not isinstance(digest, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
