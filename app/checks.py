@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import unicodedata
+from pathlib import Path
 
 from specchat.drafters import K_MAX, K_MIN, NAMES, NEEDS_CONSTRAINT
 from specchat.errors import SpecchatError
@@ -177,6 +178,44 @@ def extra_bufts(value: str, flag: str = "--extra-bufts") -> str:
             f"{flag} must be auto, on or off, not {value!r}", hint="auto turns them off where they crash", code=2
         )
     return value
+
+
+def output_file(text: str, flag: str, inputs: tuple[str | None, ...] = ()) -> Path:
+    """A file a command will write when its work is done, checked before the
+    work starts: not one of the command's own inputs, not a folder or a
+    device, in a folder where a new file can be made (it is written beside
+    and renamed into place: paths.write_atomic)."""
+    path = Path(text).expanduser().absolute()
+
+    def bad(why: str, hint: str = "name a new file in a folder you can write") -> SpecchatError:
+        return SpecchatError(f"cannot write {flag} {path}: {why}", hint=hint, code=2)
+
+    if path.is_dir():
+        raise bad("it is a folder")
+    if path.exists() and not path.is_file():
+        raise bad("it is not a regular file")
+    for given in filter(None, inputs):
+        source = Path(given).expanduser()
+        if path.exists() and source.exists() and (source == path or _same(source, path)):
+            raise bad("it is also an input of this command", "name another file for the report")
+        if source.is_dir() and path.parent.resolve() == source.resolve():
+            raise bad("it is inside the prompts folder, where the next run would read it as a prompt")
+    if not path.parent.is_dir():
+        raise bad("no such folder", "create the folder first")
+    probe = path.parent / f".{path.name}.{os.getpid()}.probe"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        probe.unlink()
+    except OSError as err:
+        raise bad(f"a file cannot be made in {path.parent} ({err.strerror or err})") from None
+    return path
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def repeats(value: int, flag: str = "--repeats") -> int:

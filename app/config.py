@@ -188,6 +188,4 @@ def save_settings(changes: dict, path: Path | None = None) -> None:
         else:
             doc[key] = value
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(tomlkit.dumps(doc), encoding="utf-8")
-    tmp.replace(path)
+    paths.write_atomic(path, tomlkit.dumps(doc))  # never through a link planted beside it

@@ -26,7 +26,6 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import os
 import threading
 import time
 
@@ -207,10 +206,8 @@ def save_curve(key: str, points: dict[int, float]) -> None:
     curves = _read_curves()
     curves[key] = {"seconds": {str(n): t for n, t in sorted(points.items())}, "saved": time.time()}
     target = _curves_file()
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(curves, indent=1), encoding="utf-8")
-        tmp.replace(target)
+        paths.write_atomic(target, json.dumps(curves, indent=1))
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass

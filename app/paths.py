@@ -7,6 +7,7 @@ folder, which is how the tests isolate themselves.
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import platformdirs
@@ -39,3 +40,18 @@ def history_db() -> Path:
 
 def settings_file() -> Path:
     return config_dir() / "settings.toml"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file whole or not at all: into a new file of its own beside
+    `path` (created exclusively, never through a link someone planted
+    there), then renamed over `path`. OSError where it cannot."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

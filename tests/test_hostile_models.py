@@ -10,6 +10,7 @@ import json
 import os
 import struct
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -213,3 +214,43 @@ def test_models_add_refuses_a_file_that_is_no_model(specchat_home, tmp_path):
     r = cli("models", "add", "mine", "--target", str(vocab_only))
     assert r.exit_code == 1 and r.stderr.splitlines()[0] == (f"error: {vocab_only} is not a readable GGUF file "
                                                              "(it holds no tensors)")
+
+
+# --- every output path is checked before the work starts ---------------------------------------
+
+
+SUITE = '[[prompt]]\nid = "one"\ntext = "Say hi."\n'
+
+
+@pytest.mark.parametrize("where", ["the suite itself", "a folder", "/proc/version", "no such folder"])
+def test_bench_json_is_checked_before_any_model_loads(tmp_path, specchat_home, where):
+    suite = tmp_path / "s.toml"
+    suite.write_text(SUITE)
+    target = {"the suite itself": str(suite), "a folder": str(tmp_path), "/proc/version": "/proc/version",
+              "no such folder": str(tmp_path / "nope" / "r.json")}[where]
+    t0 = time.monotonic()
+    r = cli("bench", "--prompts", str(suite), "--json", target, "--pair", "no-such-pair")
+    assert r.exit_code == 2 and time.monotonic() - t0 < 10
+    why = {"the suite itself": "it is also an input of this command", "a folder": "it is a folder",
+           "/proc/version": "a file cannot be made in /proc (", "no such folder": "no such folder"}[where]
+    assert r.stderr.splitlines()[0].startswith(f"error: cannot write --json {Path(target).absolute()}: {why}")
+    assert suite.read_text() == SUITE  # the input is untouched
+
+
+def test_a_report_inside_the_prompts_folder_is_refused(tmp_path, specchat_home):
+    (tmp_path / "a.txt").write_text("Say hi.")
+    r = cli("bench", "--prompts", str(tmp_path), "--json", str(tmp_path / "r.json"))
+    assert r.exit_code == 2 and "it is inside the prompts folder" in r.stderr
+
+
+def test_settings_are_saved_without_following_a_planted_link(specchat_home, tmp_path):
+    from specchat.config import load_settings, save_settings
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    config = specchat_home / "config"
+    config.mkdir(parents=True)
+    (config / "settings.toml.tmp").symlink_to(victim)
+    save_settings({"theme": "light"})
+    assert victim.read_text() == "keep me" and load_settings().theme == "light"
+    assert not (config / "settings.toml").is_symlink()

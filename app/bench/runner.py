@@ -33,6 +33,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from specchat import checks, paths
 from specchat.bench import scorecard
 from specchat.bench.measure import (
     bare_greedy,
@@ -380,7 +381,8 @@ def show(report: dict, console: Console) -> None:
 
 
 def write_json(report: dict, path: str) -> None:
-    Path(path).expanduser().write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    """The report, written whole or not at all (the path was checked before the work: checks.output_file)."""
+    paths.write_atomic(Path(path).expanduser().absolute(), json.dumps(report, indent=1, ensure_ascii=False) + "\n")
 
 
 def run_command(
@@ -401,8 +403,8 @@ def run_command(
     draft_n_gpu_layers: int = -1,
 ) -> int:
     """`specchat bench`; returns the exit code (130 when stopped with Ctrl-C)."""
-    if json_file and not Path(json_file).expanduser().resolve().parent.is_dir():
-        raise SpecchatError(f"cannot write {json_file}: no such folder", hint="create the folder first", code=2)
+    if json_file:
+        checks.output_file(json_file, "--json", inputs=(prompts, *[s for s in _items(suites) if s.endswith(".toml")]))
     if "memory" in _items(suites):  # questions asked again: a procedure of its own
         from specchat.bench import memory
 
@@ -424,5 +426,5 @@ def run_command(
     show(report, console)
     if json_file:
         write_json(report, json_file)
-        console.print(f"wrote {json_file}", style="dim")
+        console.print(Text(safe_text(f"wrote {json_file}"), style="dim"))
     return 130 if report["interrupted"] else 0

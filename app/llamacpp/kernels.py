@@ -195,13 +195,11 @@ def _remember(key: str, found: Kernels) -> None:
     data = _load()
     data[key] = {"extra_bufts": found.extra_bufts, "why": found.why}
     target = _file()
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        tmp.replace(target)
+        paths.write_atomic(target, json.dumps(data, indent=1))
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 def forget() -> None:
