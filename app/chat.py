@@ -321,6 +321,8 @@ class ChatSession(Dialogue[Turn]):
             self.cost_curve_from = "measured"
         if self.costs.calibrated and self.target.cost_key:
             save_curve(self.target.cost_key, self.costs.seconds)  # refined by this turn's rounds
+        if turn.finish == "length" and budget < self.max_tokens:
+            turn.finish = "context"  # the context, not --max-tokens, ended the reply: it says so
         turn.dropped_turns = dropped
         turn.prompt = prompt
         self._messages.append({"role": "assistant", "content": turn.text})

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -192,7 +193,7 @@ class Bench:
         slots = [("A", OFF, 0)] + [("B", drafter, k) for drafter, k in self.plan.configs]
         for slot, name, k in slots:
             label = f"{suite.name} · {prompt.id} · {slot} {name}{f' k={k}' if k else ''}"
-            progress.update(task, description=label)
+            progress.update(task, description=escape(safe_text(label)))  # a suite's name is text, not markup
             run = self._decode(suite, prompt, repeat, slot, name, k)
             self.runs.append(run)
             progress.advance(task)

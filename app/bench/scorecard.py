@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from specchat.costmodel import interpolate
 from specchat.display import device_text, number
@@ -312,7 +313,7 @@ def _pct(x: float | None) -> str:
 
 def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
     """The scorecard: one line per suite and configuration."""
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    t = Table(title=Text(safe_text(title)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for name in ("suite", "drafter", "k"):
         t.add_column(name, no_wrap=True)
     for name in ("α", "acc", "tok/s", "off", "speedup", "same", "draft", "verify", "plain", "other"):
@@ -326,8 +327,8 @@ def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
         drafted = r["drafter"] not in (OFF, REFERENCE)
         sh = r["shares"]
         t.add_row(
-            r["suite"],
-            r["drafter"],
+            Text(safe_text(r["suite"])),  # a user's suite name is text, never markup or terminal control
+            Text(safe_text(r["drafter"])),
             str(r["k"]) if drafted else "",
             number(r["alpha"]) if drafted else "",
             _pct(r["acceptance_rate"]) if drafted else "",

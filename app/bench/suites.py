@@ -89,6 +89,13 @@ def load_prompts(path: str) -> Suite:
     where = Path(path).expanduser()
     if where.is_dir():
         files = sorted(f for f in where.iterdir() if f.suffix == ".txt" and f.is_file())
+        for f in files:  # a link to a file elsewhere (/etc/shadow) is not a prompt of this folder
+            if not f.resolve().is_relative_to(where.resolve()):
+                raise SpecchatError(
+                    f"--prompts: {f} links to a file outside {where}",
+                    hint="copy the prompt into the folder instead of linking to it",
+                    code=2,
+                )
         prompts = tuple(Prompt(f.stem, _read_prompt(f)) for f in files)
         if not prompts:
             raise SpecchatError(

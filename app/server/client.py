@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import queue
+import re
 import socket
 import threading
 import time
@@ -247,19 +248,35 @@ def check_url(url: str) -> str:
         ok = False
     if not ok:
         raise SpecchatError(
-            f"--server {safe_text(url)!r} is not an http(s) address",
+            f"--server {safe_text(shown_url(url))!r} is not an http(s) address",
             code=2,
             hint="give the server's base address, e.g. --server http://127.0.0.1:8080",
         )
     return url.rstrip("/")
 
 
+def shown_url(url: str) -> str:
+    """The address as specchat shows and stores it: a password in it is masked
+    (http://user:***@host:8080); the connection alone uses the real one."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None and parts.username is None:
+            return url
+        user = f"{parts.username}:***" if parts.password is not None else "***"
+        host = parts.netloc.rpartition("@")[2]
+        return parts._replace(netloc=f"{user}@{host}").geturl()
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//***@", url)
+
+
 class ServerClient:
-    """One kept HTTP connection to a llama-server, with its errors in words."""
+    """One kept HTTP connection to a llama-server, with its errors in words.
+    `url` is the address as shown (credentials masked: shown_url)."""
 
     def __init__(self, url: str) -> None:
-        self.url = check_url(url)
-        self.http = httpx.Client(base_url=self.url, timeout=httpx.Timeout(READ_S, connect=CONNECT_S))
+        real = check_url(url)
+        self.url = shown_url(real)
+        self.http = httpx.Client(base_url=real, timeout=httpx.Timeout(READ_S, connect=CONNECT_S))
 
     def close(self) -> None:
         self.http.close()

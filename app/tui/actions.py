@@ -99,6 +99,20 @@ class SpecchatCommands(Provider):
                 yield Hit(score, matcher.highlight(title), run, help=help_text)
 
 
+def keymap_conflicts(keymap: dict[str, str]) -> list[str]:
+    """One line per key that [keymap] leaves bound to more than one action
+    (only one of them would run, and the other would have no key)."""
+    by_key: dict[str, list[str]] = {}
+    for a in ACTIONS:
+        for key in keymap.get(a.id, a.keys).split(","):
+            by_key.setdefault(key.strip(), []).append(a.id)
+    return [
+        f"keymap: {key} is bound to {' and '.join(ids)}; only one of them runs, so remap the others"
+        for key, ids in by_key.items()
+        if key and len(ids) > 1
+    ]
+
+
 @dataclass
 class SchemaBound(Message):
     """A schema was bound (or "off" freed the replies) on a worker, or could not be."""

@@ -30,7 +30,7 @@ from specchat.history import History
 from specchat.schema import schema_prefix
 from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
-from specchat.tui.actions import ACTIONS, ChatActions, SpecchatCommands
+from specchat.tui.actions import ACTIONS, ChatActions, SpecchatCommands, keymap_conflicts
 from specchat.tui.conversation import Conversation
 from specchat.tui.models import Session
 from specchat.tui.screens import PullScreen
@@ -164,6 +164,8 @@ class SpecchatApp(ChatActions):
         self.theme = self._theme_name(self.settings.theme)
         self._theme_ready = True
         self.set_keymap(self.settings.keymap)
+        for line in keymap_conflicts(self.settings.keymap):
+            self.notify(line, title="settings", severity="warning", timeout=15)
         for line in self.config_errors + errors:
             self.notify(line, title="settings", severity="warning", timeout=15)
         if self.history_note:

@@ -231,12 +231,12 @@ class ServerModels:
     )
 
     def __init__(self, url: str, baseline: bool = False, baseline_url: str | None = None, model: str = "") -> None:
-        from specchat.server.client import check_url
+        from specchat.server.client import check_url, shown_url
 
         self.url = check_url(url)
         self.baseline = baseline
         self.baseline_url = check_url(baseline_url) if baseline_url else None
-        self.name = f"{model or 'server'} @ {urlsplit(self.url).netloc}"
+        self.name = f"{model or 'server'} @ {urlsplit(shown_url(self.url)).netloc}"
 
     def pairs(self) -> list:
         return [PairInfo(self.name, "the llama.cpp server's model and speculation", True, True)]

@@ -1,0 +1,92 @@
+"""Say the truth: a reply the context ended says so, a suite's name is text,
+a server's password is never shown, a prompts folder gives only its own
+files, and a keymap that binds one key twice is named."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from typer.testing import CliRunner
+
+from specchat.bench import scorecard
+from specchat.chat import ChatSession
+from specchat.cli import app
+from specchat.server.client import ServerClient, shown_url
+from specchat.tui.actions import keymap_conflicts
+from tests.support.tui import long_model, make_app, ready
+
+
+def test_a_reply_the_context_ended_finishes_as_context_not_length():
+    model = long_model()
+    model.n_ctx = 120
+    session = ChatSession(model, drafter="ngram", k=4, max_tokens=1000)
+    turn = session.reply("hello")
+    assert turn.finish == "context" and 0 < len(turn.tokens) < 120
+    short = ChatSession(long_model(), drafter="ngram", k=4, max_tokens=10).reply("hello")
+    assert short.finish == "length" and len(short.tokens) == 10  # --max-tokens ended it: that is "length"
+
+
+async def test_the_chat_marks_a_reply_the_context_ended(tmp_path):
+    from tests.support.tui import FakeModels, send
+
+    class SmallContext(FakeModels):
+        def open(self, pair, drafter, k, settings):
+            session = super().open(pair, drafter, k, settings)
+            session.target.n_ctx = session.n_ctx = 150
+            return session
+
+    app_ = make_app(tmp_path, models=SmallContext(max_tokens=1000))
+    async with app_.run_test(size=(160, 40)) as pilot:
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        assert reply.finish == "context"
+        line = str(reply.query_one("StatsLine").render())
+        assert line.startswith("context full")
+
+
+def test_a_suite_name_with_escapes_and_markup_is_shown_as_text():
+    rows = [{"suite": "\x1b[31mred[bold]x[/bold]", "drafter": "off", "k": 0, "alpha": 1.0, "acceptance_rate": 0,
+             "tok_s": 10.0, "off_tok_s": 10.0, "speedup": 1.0, "identical_rate": 1.0,
+             "shares": {"draft": 0, "verify": 0, "plain": 1, "other": 0}, "per_position_acceptance": []}]
+    console = Console(width=200, record=True, color_system=None)
+    console.print(scorecard.table(rows, title="bench on [bold]pair[/bold]\x1b[2J"))
+    text = console.export_text()
+    assert "␛[31mred[bold]x[/bold]" in text and "bench on [bold]pair[/bold]␛[2J" in text
+    assert "\x1b" not in text
+
+
+def test_a_servers_password_is_masked_wherever_it_shows():
+    assert shown_url("http://me:s3cret@127.0.0.1:8080") == "http://me:***@127.0.0.1:8080"
+    assert shown_url("https://tok3n@host/v1") == "https://***@host/v1"
+    client = ServerClient("http://me:s3cret@127.0.0.1:9")  # nothing listens on port 9
+    try:
+        assert client.url == "http://me:***@127.0.0.1:9"
+    finally:
+        client.close()
+    r = CliRunner().invoke(app, ["run", "hi", "--server", "http://me:s3cret@127.0.0.1:9"])
+    assert r.exit_code != 0 and "s3cret" not in r.output and "me:***@127.0.0.1:9" in r.stderr
+
+
+def test_a_prompts_folder_refuses_a_link_to_a_file_outside_it(tmp_path, specchat_home):
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Say hi.")
+    (folder / "b.txt").symlink_to("/etc/hostname")
+    r = CliRunner().invoke(app, ["bench", "--prompts", str(folder)])
+    assert r.exit_code == 2
+    assert r.stderr.splitlines()[0] == f"error: --prompts: {folder / 'b.txt'} links to a file outside {folder}"
+    (folder / "b.txt").unlink()
+    (folder / "c.txt").symlink_to(folder / "a.txt")  # a link within the folder is the folder's own
+    from specchat.bench.suites import load_prompts
+
+    assert [p.id for p in load_prompts(str(folder)).prompts] == ["a", "c"]
+
+
+async def test_a_key_bound_twice_is_named_at_start(tmp_path):
+    from specchat.config import Settings
+
+    assert keymap_conflicts({}) == []
+    app_ = make_app(tmp_path, settings=Settings(keymap={"history": "f5"}))
+    async with app_.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        said = [n.message for n in app_._notifications if n.title == "settings"]
+        assert said == ["keymap: f5 is bound to history and markdown; only one of them runs, so remap the others"]
