@@ -4,6 +4,9 @@ files, and a keymap that binds one key twice is named."""
 
 from __future__ import annotations
 
+import io
+import os
+
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -90,3 +93,43 @@ async def test_a_key_bound_twice_is_named_at_start(tmp_path):
         await ready(pilot)
         said = [n.message for n in app_._notifications if n.title == "settings"]
         assert said == ["keymap: f5 is bound to history and markdown; only one of them runs, so remap the others"]
+
+
+def synthetic_llama(tiny_pair, folder):
+    from tools.synth_gguf import write
+
+    return write("llama", folder / "mine.gguf", tiny_pair[0])
+
+
+def test_models_verify_hashes_local_pairs_too(tiny_pair, tmp_path, specchat_home):
+    path = synthetic_llama(tiny_pair, tmp_path)
+    assert CliRunner().invoke(app, ["models", "add", "mine", "--target", str(path)]).exit_code == 0
+    r = CliRunner().invoke(app, ["models", "--verify"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0 and f"ok       {path} (local pair mine)" in r.stdout and "1 of 1 files verified" in r.stdout
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # one byte flipped, same size
+    mtime = path.stat().st_mtime_ns
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(mtime, mtime))  # and the mtime put back: only a hash can tell
+    r = CliRunner().invoke(app, ["models", "--verify"], env={"COLUMNS": "300"})
+    assert r.exit_code == 1
+    assert f"FAILED   {path}: missing or changed since local pair mine was added; fix: specchat models add mine" in r.stdout
+
+
+def test_rm_says_which_local_pair_used_a_deleted_file(tiny_pair, tmp_path, hub_server, write_pairs):
+    from specchat.store import files as store
+    from specchat.store.catalog import load_catalog
+    from specchat.store.pull import pull_pair
+
+    content = synthetic_llama(tiny_pair, tmp_path).read_bytes()
+    write_pairs('[pairs.small]\ndescription = "x"\ntarget = { repo = "t/small-GGUF", filename = "small.gguf" }\n'
+                'draft = { repo = "t/small-GGUF", filename = "small.gguf" }\n')
+    hub_server.add("t/small-GGUF", "small.gguf", content)
+    pull_pair("small", source="hub", progress=False, console=Console(file=io.StringIO()))
+    stored = store.file_path(load_catalog().get("small").target)
+    assert CliRunner().invoke(app, ["models", "add", "mine", "--target", str(stored)]).exit_code == 0
+    r = CliRunner().invoke(app, ["rm", "small"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0 and r.stdout.splitlines() == [
+        f"deleted {stored}",
+        f"warning: local pair mine used {stored}; it cannot open now (specchat rm mine forgets it)",
+    ]

@@ -8,6 +8,7 @@ registered, with their paths) and `specchat rm`
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from rich import filesize
 from rich.console import Console
@@ -36,10 +37,22 @@ def verify_models(console: Console | None = None) -> int:
         for _, f in pair.roles():
             if os.path.lexists(store.file_path(f)):  # a link too: it is reported, not followed
                 files.setdefault(f.store_key, (f, []))[1].append(pair.name)
-    if not files:
+    mine = local.load()
+    if not files and not mine:
         console.print(safe_text(f"nothing pulled in {store.store_root()}"), markup=False)
         return 0
     ui, failed = UI(True, console), 0
+    checked = len(files) + sum(len(p.files()) for p in mine.values())
+    for own in mine.values():  # the user's own files, hashed again against what `models add` recorded
+        for _, lf in own.files():
+            if not _same_bytes(lf, ui):
+                failed += 1
+                ui.say(
+                    f"FAILED   {lf.path}: missing or changed since local pair {own.name} was added; "
+                    f"fix: {own.add_command()}"
+                )
+            else:
+                ui.say(f"ok       {lf.path} (local pair {own.name})")
     for f, pairs in files.values():
         path = store.file_path(f)
         with ui.bar(f"hashing {f.filename}", os.lstat(path).st_size) as bar:
@@ -49,8 +62,19 @@ def verify_models(console: Console | None = None) -> int:
         else:
             failed += 1
             ui.say(f"FAILED   {path}: {_WHY.get(state, state)}; fix: specchat pull {pairs[0]}")
-    ui.say(f"{len(files) - failed} of {len(files)} files verified")
+    ui.say(f"{checked - failed} of {checked} files verified")
     return 1 if failed else 0
+
+
+def _same_bytes(f: local.LocalFile, ui: UI) -> bool:
+    """A local pair's file still holds the bytes recorded for it (hashed with a progress bar)."""
+    try:
+        if not f.path.is_file():
+            return False
+        with ui.bar(f"hashing {f.path.name}", f.path.stat().st_size) as bar, open(f.path, "rb") as src:
+            return store.digest_of(src, bar.advance) == f.sha256
+    except OSError:
+        return False
 
 
 def show_models(json_out: bool) -> None:
@@ -146,6 +170,14 @@ def run_rm(names: list[str]) -> None:
         ) from None
     for path in result["removed"]:
         print(safe_text(f"deleted {path}"))
+        for pair in mine.values():  # a local pair that registered the store's own file by its path
+            if any(Path(f.path).absolute() == Path(path).absolute() for _, f in pair.files()):
+                print(
+                    safe_text(
+                        f"warning: local pair {pair.name} used {path}; it cannot open now "
+                        f"(specchat rm {pair.name} forgets it)"
+                    )
+                )
     users = set()
     for path, used_by in result["kept"].items():
         print(safe_text(f"kept {path} (used by {', '.join(used_by)})"))
