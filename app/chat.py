@@ -27,6 +27,7 @@ from specchat.grammar import Constraint
 from specchat.llamacpp.grammar import Grammar
 from specchat.sampling import SamplingParams
 from specchat.schema import GrammarSpec
+from specchat.tokencache import TokenCache
 
 
 @dataclass(frozen=True)
@@ -295,12 +296,29 @@ class ChatSession(Dialogue[Turn]):
         """Offer stored replies (owner, the user's message, the reply) to the
         memory, tokenized here: call it from any thread; the next turn takes
         them in. `ticket` (memory.ticket(), taken before the replies were
-        read): a conversation forgotten since, or a clear, drops the rest."""
-        with self._remembering:
-            for owner, user_text, reply in replies:
-                if not self.memory.on or self.memory.cleared_since(ticket):
-                    return
-                self.memory.offer_text(self.prompt_for(user_text), reply, owner, ticket)
+        read): a conversation forgotten since, or a clear, drops the rest.
+        Replies tokenized by an earlier run on this model come from the
+        token cache (tokencache.py): only new ones are tokenized."""
+        key = self.target.cost_key
+        cache = TokenCache(key, self.system) if key else None
+        try:
+            with self._remembering:
+                for owner, user_text, reply in replies:
+                    if not self.memory.on or self.memory.cleared_since(ticket):
+                        return
+                    tokens = (
+                        cache.tokens(user_text, reply, self._reply_tokens)
+                        if cache
+                        else self._reply_tokens(user_text, reply)
+                    )
+                    self.memory.offer(tokens, owner, ticket)
+        finally:
+            if cache is not None:
+                cache.close()
+
+    def _reply_tokens(self, user_text: str, reply: str) -> list[int]:
+        """A stored reply as the memory holds it: its prompt's tail, then its tokens."""
+        return [*self.prompt_for(user_text)[-PROMPT_TAIL:], *self.memory.tokenize(reply)]
 
     def forget(self, owner: object) -> None:
         """Drop what `owner` (a conversation's id) put in the memory."""

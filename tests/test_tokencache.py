@@ -1,0 +1,59 @@
+"""The memory costs the same at every start: a stored reply is tokenized
+once per model, and the next fill takes its tokens from the cache in the
+data folder."""
+
+from __future__ import annotations
+
+from specchat import paths
+from specchat.chat import ChatSession
+from specchat.tokencache import TokenCache
+from tests.support.fake_model import FakeModel
+
+REPLIES = [(n, f"question {n}", f"the answer to question {n} is {n * 7}") for n in range(50)]
+
+
+class CountingModel(FakeModel):
+    """The fake model, counting what it is asked to tokenize, under a cost key as llama.Model has."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cost_key = "model.gguf:123:456"
+        self.tokenized = 0
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        self.tokenized += 1
+        return super().tokenize(text, special)
+
+
+def filled(model: CountingModel, system: str | None = None) -> tuple[ChatSession, int]:
+    session = ChatSession(model, drafter="memory", k=8, system=system)
+    before = model.tokenized
+    session.remember(REPLIES)
+    session.memory.absorb()
+    return session, model.tokenized - before
+
+
+def test_a_second_fill_tokenizes_nothing_and_holds_the_same():
+    first, work = filled(CountingModel())
+    assert work == 2 * len(REPLIES)  # each reply: its prompt and its text
+    assert (paths.data_dir() / "memory-tokens.sqlite3").is_file()
+    second, work_again = filled(CountingModel())
+    assert work_again == 0
+    assert second.memory.held == first.memory.held > 0
+    assert second.memory.index.tokens.tolist() == first.memory.index.tokens.tolist()
+
+
+def test_another_model_or_system_prompt_tokenizes_again():
+    filled(CountingModel())
+    other = CountingModel()
+    other.cost_key = "other.gguf:9:9"
+    assert filled(other)[1] == 2 * len(REPLIES)
+    assert filled(CountingModel(), system="be brief")[1] == 2 * len(REPLIES)
+
+
+def test_a_cache_that_cannot_be_written_costs_only_the_tokenizing(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "file"))
+    (tmp_path / "file").write_text("")  # the data folder cannot be made
+    cache = TokenCache("m", None)
+    assert cache.db is None and cache.tokens("q", "r", lambda q, r: [1, 2]) == [1, 2]
+    cache.close()
