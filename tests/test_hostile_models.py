@@ -254,3 +254,68 @@ def test_settings_are_saved_without_following_a_planted_link(specchat_home, tmp_
     save_settings({"theme": "light"})
     assert victim.read_text() == "keep me" and load_settings().theme == "light"
     assert not (config / "settings.toml").is_symlink()
+
+
+NESTED = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode),
+                 NESTED.map(lambda v: json.dumps(v).encode()), st.integers(1, 30_000).map(lambda d: b"x = " + b"[" * d)))
+def test_any_settings_pairs_theme_or_suite_bytes_end_in_a_value_or_one_line(specchat_home, tmp_path, raw):
+    """Random, truncated and deeply nested TOML: the defaults and a warning, or one error line, fast."""
+    from specchat.bench.suites import load_suite
+    from specchat.config import read_settings
+    from specchat.store.catalog import load_catalog
+    from specchat.themes import theme_from_toml
+
+    config = specchat_home / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    (config / "settings.toml").write_bytes(raw)
+    loaded = read_settings()
+    assert loaded.settings is not None and all(isinstance(e, str) for e in loaded.errors)
+    (config / "pairs.toml").write_bytes(raw)
+    try:
+        load_catalog()
+    except SpecchatError:
+        pass
+    try:
+        theme_from_toml(raw.decode("utf-8", "replace"), "t")
+    except ValueError:
+        pass
+    (tmp_path / "s.toml").write_bytes(raw)
+    try:
+        load_suite(str(tmp_path / "s.toml"))
+    except SpecchatError:
+        pass
+    assert time.monotonic() - t0 < 2.0
+
+
+@settings(max_examples=200, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.binary(max_size=300), NESTED.map(lambda v: json.dumps(v).encode()),
+                 st.integers(1, 30_000).map(lambda d: b"[" * d + b"]" * d)))
+def test_any_json_specchat_keeps_reads_as_a_value_or_nothing(specchat_home, raw):
+    """local-pairs.json, verdicts.json, cost curves, kernels: a value, None, or one SpecchatError."""
+    from specchat.costmodel import saved_curve
+    from specchat.llamacpp import kernels
+    from specchat.store import local, verdicts
+    from specchat.store.files import read_json
+
+    for folder in ("config", "data"):
+        (specchat_home / folder).mkdir(parents=True, exist_ok=True)
+    for name in ("data/verdicts.json", "data/cost-curves.json", "data/kernels.json", "config/local-pairs.json"):
+        (specchat_home / name).write_bytes(raw)
+    assert read_json(specchat_home / "data" / "verdicts.json") is None or isinstance(
+        read_json(specchat_home / "data" / "verdicts.json"), dict)
+    assert isinstance(verdicts.load(), dict)
+    assert saved_curve("k") is None or isinstance(saved_curve("k"), dict)
+    assert isinstance(kernels._load(), dict)
+    try:
+        local.load()
+    except SpecchatError:
+        pass
