@@ -24,7 +24,6 @@ refining it, and each turn's refined curve is what is kept.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import threading
 import time
@@ -171,22 +170,13 @@ class CostModel:
 # --- the curve kept between sessions ----------------------------------------------------
 
 
-def _curves_file():
-    return paths.data_dir() / "cost-curves.json"
-
-
-def _read_curves() -> dict:
-    try:
-        data = json.loads(_curves_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}  # none yet, or damaged: the next measurement writes a good one
-    return data if isinstance(data, dict) else {}
+CURVES = "cost-curves.json"  # in the data folder
 
 
 def saved_curve(key: str) -> dict[int, float] | None:
     """The curve kept for this cost key, if one was kept and reads as one:
     positive, finite seconds for at least three sizes, one of them 1."""
-    entry = _read_curves().get(key)
+    entry = paths.read_kept(CURVES).get(key)
     points = entry.get("seconds") if isinstance(entry, dict) else None
     if not isinstance(points, dict):
         return None
@@ -203,11 +193,6 @@ def saved_curve(key: str) -> dict[int, float] | None:
 def save_curve(key: str, points: dict[int, float]) -> None:
     """Keep this curve for the cost key (replacing what was kept); a data
     folder that cannot be written costs only a measurement next time."""
-    curves = _read_curves()
+    curves = paths.read_kept(CURVES)
     curves[key] = {"seconds": {str(n): t for n, t in sorted(points.items())}, "saved": time.time()}
-    target = _curves_file()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        paths.write_atomic(target, json.dumps(curves, indent=1))
-    except OSError:
-        pass
+    paths.keep(CURVES, curves)

@@ -6,6 +6,7 @@ folder, which is how the tests isolate themselves.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -55,3 +56,24 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def read_kept(name: str) -> dict:
+    """A JSON record specchat keeps in its data folder (cost-curves.json,
+    kernels.json): {} where there is none yet or it does not read as one."""
+    try:
+        data = json.loads((data_dir() / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested past any parser
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def keep(name: str, data: dict) -> None:
+    """Write such a record whole; a data folder that cannot be written costs
+    only the work of finding the record again next time."""
+    path = data_dir() / name
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(data, indent=1))
+    except OSError:
+        pass

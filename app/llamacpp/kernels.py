@@ -24,7 +24,6 @@ Where a model runs, F2 and `run --json` (`devices`) show the choice and why.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import signal
@@ -178,33 +177,18 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _file() -> Path:
-    return paths.data_dir() / "kernels.json"
+KEPT = "kernels.json"  # in the data folder
 
 
 def _load() -> dict:
-    try:
-        data = json.loads(_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return paths.read_kept(KEPT)
 
 
 def _remember(key: str, found: Kernels) -> None:
     """Keep the answer for the next load; a folder that cannot be written only costs a probe next time."""
     data = _load()
     data[key] = {"extra_bufts": found.extra_bufts, "why": found.why}
-    target = _file()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        paths.write_atomic(target, json.dumps(data, indent=1))
-    except OSError:
-        pass
-
-
-def forget() -> None:
-    """Drop every remembered answer (the next load of each model probes again)."""
-    _file().unlink(missing_ok=True)
+    paths.keep(KEPT, data)
 
 
 def _probe_child(path: str, n_gpu_layers: int) -> int:
