@@ -110,14 +110,19 @@ def test_scan_finds_each_tools_files_pairs_the_qwen_files_and_refuses_smollm(lai
         f"llama.cpp cache: {home / '.cache/llama.cpp'}; Hugging Face cache: {home / '.cache/huggingface/hub'}"
     )
     assert lines[1] == "found 3 GGUF files:"
-    assert lines[2:8] == [
+    dense = "             {}: dense: a KV cache: rolls back anywhere"
+    assert lines[2:11] == [
         f"     1.1 GB  {QWEN}  [LM Studio, tokenizer A]",
         f"             {laid_out['target']}",
+        dense.format("qwen2"),
         "   491.4 MB  qwen2.5-coder:0.5b  [Ollama, tokenizer A]",
         f"             {laid_out['draft']}",
+        dense.format("qwen2"),
         f"    98.4 MB  {SMOL}  [Hugging Face cache, tokenizer B]",
         f"             {laid_out['smol']}",
+        dense.format("llama"),
     ]
+    lines = lines[:2] + [line for line in lines[2:11] if "rolls back" not in line] + lines[11:]  # kinds checked
     assert lines[8:11] == [
         "skipped:",
         f"  {laid_out['truncated']} is truncated: its tensors need 491400064 bytes, the file holds 50000000; skipped",
@@ -180,7 +185,7 @@ def test_scan_of_given_folders_json_and_a_folder_that_is_not_there(home, tmp_pat
     ]
     assert data["files"] == [
         {"name": "again.gguf", "place": "folder", "path": str(mine / "again.gguf"),
-         "size": 98_362_432, "vocab_type": "BPE", "n_vocab": 49152},
+         "size": 98_362_432, "vocab_type": "BPE", "n_vocab": 49152, "architecture": "llama", "kinds": ["dense"]},
     ]  # fmt: skip
     assert data["skipped"] == [
         f"{mine / 'Upper.GGUF'} is not a readable GGUF file (GGUF version 0 is not supported); skipped",

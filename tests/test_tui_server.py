@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from test_server import acceptance_lines
 
-from tests.support.llamaserver import LlamaServer, plain_args, spec_args
 from specchat.config import Settings
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, StatusBar
-from tests.support.tui import DARK, make_app, rendered_by_colour, spans_text, wait_until
-from test_server import acceptance_lines
+from tests.support.llamaserver import LlamaServer, plain_args, spec_args
+from tests.support.tui import DARK, make_app, rendered_by_colour, saved, spans_text, wait_until
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("specchat_home")]  # settings and history under tmp_path
 
@@ -113,6 +113,7 @@ async def test_a_server_killed_mid_reply_keeps_the_partial_reply_marked_cut(tmp_
             line = str(reply.query_one(StatsLine).render())
             assert line.startswith("cut off: the server closed the stream"), line
             assert reply.text and app.session.messages[-1] == {"role": "assistant", "content": reply.text}
+            saved(app)
             stored = history.load(history.list()[0].id).messages[-1]
             assert (stored.role, stored.finish, stored.content) == ("assistant", "cut", reply.text)
             app.session.close()
@@ -136,6 +137,7 @@ async def test_escape_during_a_server_stream_cancels_and_keeps_the_partial_reply
         assert str(reply.query_one(StatsLine).render()).startswith("cancelled · ")
         assert reply.text and reply.text == app.session.messages[-1]["content"]
         assert "2000" not in reply.text  # stopped long before the end
+        saved(app)
         stored = app.conversation.history.load(app.conversation.id).messages
         assert stored[1].finish == "cancelled" and stored[1].content == reply.text
         # The server is free again: the next reply comes whole.
