@@ -70,14 +70,21 @@ def bare_greedy(
     return out, time.perf_counter() - t0, steps
 
 
-def measure_cost_curve(model, text: list[int], max_positions: int, repeats: int = CURVE_REPEATS) -> CostCurve:
+def measure_cost_curve(
+    model, text: list[int], max_positions: int, repeats: int = CURVE_REPEATS, on_size=None
+) -> CostCurve:
     """Time one decode of n = 1..max_positions positions right after real
-    context (costmodel.time_decodes); the median of `repeats` per size."""
+    context (costmodel.time_decodes); the median of `repeats` per size.
+    `on_size(n)` hears of each size as its timings are done."""
     base = (text * (CURVE_CONTEXT // max(1, len(text)) + 2))[: min(CURVE_CONTEXT, model.n_ctx // 2)]
     model.truncate(0)
     model.eval(base, n_logits=0)
     positions = list(range(1, max_positions + 1))
-    samples = time_decodes(model, positions, repeats, filler=text[: max_positions + 1])
+    samples: dict[int, list[float]] = {}
+    for n in positions:  # one size at a time, so a progress bar can follow
+        samples.update(time_decodes(model, [n], repeats, filler=text[: max_positions + 1]))
+        if on_size is not None:
+            on_size(n)
     model.truncate(0)
     medians = [statistics.median(samples[n]) for n in positions]
     return CostCurve(len(base), positions, medians, repeats, noise(list(samples.values())))

@@ -172,7 +172,12 @@ class Bench:
                 task = progress.add_task("cost curve", total=self.plan.total_runs)
                 text = self.real_text()
                 self.session.target.argmax_only(self.session.sampling.greedy)  # timed as the greedy runs read rows
-                self.curve = measure_cost_curve(self.session.target, text, self.plan.max_k + 1)
+                sizes = self.plan.max_k + 1
+
+                def measured(done: int) -> None:  # the bar moves with each size, not once after them all
+                    progress.update(task, description=f"cost curve: {done} of {sizes} sizes timed")
+
+                self.curve = measure_cost_curve(self.session.target, text, sizes, on_size=measured)
                 if self.plan.extras:
                     progress.update(task, description="n-gram proposal timing")
                     self.ngram = time_ngram_proposals(text)
