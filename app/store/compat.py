@@ -291,10 +291,13 @@ class _HeaderReader:
         self.order = "<"
         self.buf = b""
         self.pos = 0
-        try:  # a file's size bounds every count in it; a stream (a download) has none
-            self.size: int | None = os.fstat(stream.fileno()).st_size
+        self.size: int | None = None  # a file's size bounds every count in it; a stream (a download) has none
+        try:
+            st = os.fstat(stream.fileno())
+            if stat.S_ISREG(st.st_mode):
+                self.size = st.st_size
         except (AttributeError, OSError, ValueError):
-            self.size = None
+            pass
 
     def _left(self) -> int | None:
         """Bytes after the parse position, where the size is known."""
