@@ -21,12 +21,13 @@ from specchat.costmodel import CostModel, save_curve, saved_curve, warmup_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
-from specchat.engine import Cancel, Engine, OnIdle, OnRound, TargetModel, Turn
+from specchat.engine import Cancel, Engine, OnIdle, OnRound, Turn
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.llamacpp.grammar import Grammar
 from specchat.sampling import SamplingParams
 from specchat.schema import GrammarSpec
+from specchat.target import TargetModel
 from specchat.tokencache import TokenCache
 
 

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from specchat.drafters.base import Draft, Drafter
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
 from specchat.stats import Round, TurnStats, summarize
+from specchat.target import TargetModel
 
 MIN_SAMPLES = 3  # at least this many baseline samples in a long enough turn
 ARM_SAMPLES = 4  # steady samples a do-nothing run takes once it has warmed up
@@ -60,46 +60,6 @@ class Turn:
 OnRound = Callable[[Round], None] | None
 Cancel = threading.Event | None
 OnIdle = Callable[[], None] | None
-
-
-@runtime_checkable
-class TargetModel(Protocol):
-    """A model as specchat drives it: llama.py's Model, or a test fake. The
-    engine decodes with the first part; the session builds prompts with the
-    second and reports the third; the draft model has the same shape."""
-
-    # --- decoding: the engine, kvcache.sync, the cost curve, the draft model drafter
-    tokens: list[int]  # what the KV cache holds, in order
-    n_ctx: int
-
-    def eval(self, tokens: Sequence[int], n_logits: int = 1) -> None: ...
-    def argmax_only(self, on: bool) -> None: ...  # while on, only argmax() is read
-    def logits(self, j: int) -> np.ndarray: ...
-    def argmax(self, j: int) -> int: ...
-    def truncate(self, n: int) -> None: ...
-    def is_eog(self, t: int) -> bool: ...
-    def piece(self, t: int) -> bytes: ...
-    def detokenize(self, tokens: Sequence[int]) -> str: ...
-
-    # --- the prompt: ChatSession
-    def tokenize(self, text: str, special: bool = True) -> list[int]: ...
-    def apply_template(self, messages: list[dict]) -> str: ...
-
-    # --- where it runs and what it costs: the reports, the chat's pacing, the warm-up steps
-    @property
-    def device(self) -> dict | None: ...  # llama.placement's backend, device, layers; None where unknown (a fake)
-    @property
-    def n_threads(self) -> int | None: ...  # threads llama.cpp decodes with; None where none are llama.cpp's
-    @property
-    def cpu_bound(self) -> bool: ...  # decoding keeps every core busy
-    @property
-    def llama_seconds(self) -> float | None: ...  # seconds inside llama.cpp's calls so far; None: not llama.cpp
-    @property
-    def can_roll_back(self) -> bool: ...  # a verify's rejected tokens can be taken back (False: plain decoding only)
-    @property
-    def cost_key(self) -> str | None: ...  # what its cost curve depends on (costmodel.saved_curve); None: keep none
-
-    def close(self) -> None: ...
 
 
 class Engine:

@@ -25,7 +25,7 @@ from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, probs, sample
 
 if TYPE_CHECKING:
-    from specchat.engine import TargetModel
+    from specchat.target import TargetModel
 
 SINGLE_STEP_CATCH_UP = 4  # catch-ups this short are fed token by token
 

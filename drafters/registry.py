@@ -19,7 +19,7 @@ from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams
 
 if TYPE_CHECKING:
-    from specchat.engine import TargetModel
+    from specchat.target import TargetModel
 
 D = TypeVar("D", bound=Drafter)
 

@@ -4,7 +4,7 @@
 the list of tokens its KV cache holds, evaluates new tokens right after them
 in one `llama_decode` (chunked by n_batch), exposes the logits rows it asked
 for as zero-copy numpy views, and rolls back with `llama_memory_seq_rm`.
-The rest of specchat uses only the surface `engine.TargetModel` names.
+The rest of specchat uses only the surface `target.TargetModel` names.
 
 Greedy decoding reads only each row's argmax. Callers say so
 (`argmax_only`), and where the output layer runs on a GPU llama.cpp then

@@ -1,4 +1,4 @@
-"""A deterministic numpy model behind the driver's interface (engine.TargetModel).
+"""A deterministic numpy model behind the driver's interface (target.TargetModel).
 
 Its logits at a position depend on the two tokens before it, through a fixed
 random table. It keeps a real "KV cache" (the list of evaluated tokens) and
