@@ -166,7 +166,7 @@ def read_architecture(path: Path) -> str | None:
     the header does not say or cannot be read."""
     try:
         with open_gguf(path, 1 << 16) as stream:
-            value = _HeaderReader(stream).first(Keys.General.ARCHITECTURE)
+            value = _HeaderReader(stream).scalars(until=Keys.General.ARCHITECTURE).get(Keys.General.ARCHITECTURE)
     except (OSError, struct.error, ValueError, EOFError, RecursionError):
         return None
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else None
@@ -384,8 +384,9 @@ class _HeaderReader:
                 break
         return found
 
-    def scalars(self) -> dict[str, object]:
-        """Every key whose value is a scalar or a string (arrays are skipped)."""
+    def scalars(self, until: str | None = None) -> dict[str, object]:
+        """Every key whose value is a scalar or a string (arrays are skipped),
+        up to the key `until` where one is named (it comes first in most files)."""
         n_kv = self.start()[1]
         found: dict[str, object] = {}
         for _ in range(n_kv):
@@ -394,17 +395,9 @@ class _HeaderReader:
             value = self.value(vtype, keep=False)
             if vtype != GGUFValueType.ARRAY:
                 found[key] = value
+            if key == until:
+                break
         return found
-
-    def first(self, wanted: str) -> object | None:
-        """The value of one key; None where the header has no such key."""
-        n_kv = self.start()[1]
-        for _ in range(n_kv):
-            key = self.string().decode("utf-8", errors="replace")
-            value = self.value(self.scalar(GGUFValueType.UINT32), keep=key == wanted)
-            if key == wanted:
-                return value
-        return None
 
     def value(self, vtype: int, keep: bool, depth: int = 0):
         if vtype == GGUFValueType.STRING:

@@ -34,7 +34,6 @@ import errno
 import hashlib
 import json
 import os
-import secrets
 import shutil
 import stat
 import tempfile
@@ -95,17 +94,8 @@ def read_json(path: Path) -> dict | None:
 def write_json(path: Path, data: dict) -> None:
     """Write atomically: a reader sees the old record or the new one. The
     record is written into a new file of its own, then renamed over `path`
-    (which replaces a link there instead of following it)."""
-    tmp = _sibling(path, f".{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    (which replaces a link there instead of following it): paths.write_atomic."""
+    paths.write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def read_record(f: ModelFile, root: Path | None = None) -> dict | None:

@@ -71,8 +71,8 @@ def _same_bytes(f: local.LocalFile, ui: UI) -> bool:
     try:
         if not f.path.is_file():
             return False
-        with ui.bar(f"hashing {f.path.name}", f.path.stat().st_size) as bar, open(f.path, "rb") as src:
-            return store.digest_of(src, bar.advance) == f.sha256
+        with ui.bar(f"hashing {f.path.name}", f.path.stat().st_size) as bar:
+            return local.sha256_of(f.path, bar.advance) == f.sha256
     except OSError:
         return False
 

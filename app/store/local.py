@@ -160,10 +160,10 @@ def _record(path: Path, on_file: Callable[[Path], None] | None) -> LocalFile:
     return LocalFile(path, st.st_size, st.st_mtime_ns, digest)
 
 
-def sha256_of(path: Path) -> str:
+def sha256_of(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
     """A user's file's sha256 (through links: a local pair's file may be one)."""
     with open(path, "rb") as src:
-        return digest_of(src)
+        return digest_of(src, on_bytes)
 
 
 def remove(name: str) -> LocalPair:
