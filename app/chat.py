@@ -165,7 +165,8 @@ class ChatSession(Dialogue[Turn]):
         self.costs = CostModel(warmup_steps(self.devices["target"]))  # warm-up: 2 steps on a GPU, 0 on the CPU
         # The curve measured by an earlier session on this model and settings: auto
         # then prices its first round without measuring anything first.
-        saved = saved_curve(target.cost_key) if target.cost_key else None
+        self.cost_key = target.cost_key  # what the kept curve and tokens belong to (None: keep none)
+        saved = saved_curve(self.cost_key) if self.cost_key else None
         if saved:
             self.costs.load(saved)
         self.cost_curve_from = "saved" if saved else "none"  # "measured" once a turn has measured it
@@ -300,8 +301,7 @@ class ChatSession(Dialogue[Turn]):
         read): a conversation forgotten since, or a clear, drops the rest.
         Replies tokenized by an earlier run on this model come from the
         token cache (tokencache.py): only new ones are tokenized."""
-        key = self.target.cost_key
-        cache = TokenCache(key, self.system) if key else None
+        cache = TokenCache(self.cost_key, self.system) if self.cost_key else None
         try:
             with self._remembering:
                 for owner, user_text, reply in replies:
@@ -338,8 +338,8 @@ class ChatSession(Dialogue[Turn]):
         turn = self.engine.generate(prompt, budget, on_round=on_round, cancel=cancel)
         if self.engine.calibration_seconds > measured:
             self.cost_curve_from = "measured"
-        if self.costs.calibrated and self.target.cost_key:
-            save_curve(self.target.cost_key, self.costs.seconds)  # refined by this turn's rounds
+        if self.costs.calibrated and self.cost_key:
+            save_curve(self.cost_key, self.costs.seconds)  # refined by this turn's rounds
         if turn.finish == "length" and budget < self.max_tokens:
             turn.finish = "context"  # the context, not --max-tokens, ended the reply: it says so
         turn.dropped_turns = dropped

@@ -131,15 +131,20 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _key(path: Path) -> str:
-    """llama.cpp's build, the CPU and the model's architecture."""
+def build_id() -> str:
+    """llama.cpp's build as it says itself: its version and what it was compiled for, hashed."""
     import llama_cpp as C
 
+    build = C.llama_print_system_info().decode(errors="replace") + getattr(C, "__version__", "")
+    return hashlib.sha256(build.encode()).hexdigest()[:12]
+
+
+def _key(path: Path) -> str:
+    """llama.cpp's build, the CPU and the model's architecture."""
     from specchat.store.compat import read_architecture
 
-    build = C.llama_print_system_info().decode(errors="replace") + getattr(C, "__version__", "")
     cpu = cpu_name() + " " + " ".join(sorted(cpu_flags()))
-    digest = hashlib.sha256(f"{build}\n{cpu}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{build_id()}\n{cpu}".encode()).hexdigest()[:16]
     return f"{digest}/{read_architecture(path) or 'unknown'}"
 
 

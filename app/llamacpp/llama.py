@@ -16,7 +16,6 @@ scanned there.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import re
 import sys
@@ -30,7 +29,7 @@ import numpy as np
 
 from specchat.drafters import K_MAX
 from specchat.errors import SpecchatError
-from specchat.llamacpp.kernels import Kernels, cpu_name
+from specchat.llamacpp.kernels import Kernels, build_id, cpu_name
 from specchat.llamacpp.kernels import choose as choose_kernels
 
 if TYPE_CHECKING:
@@ -189,11 +188,10 @@ class Model:
         mtime), llama.cpp's build, threads, context and batch size, where it
         runs and its CPU kernels (costmodel.saved_curve keeps one per key)."""
         st = self.path.stat()
-        build = C.llama_print_system_info().decode(errors="replace") + getattr(C, "__version__", "")
         where = self.device
         parts = [
             f"{self.path.resolve()}:{st.st_size}:{st.st_mtime_ns}",
-            hashlib.sha256(build.encode()).hexdigest()[:12],
+            build_id(),
             f"threads={self.n_threads} ctx={self.n_ctx} batch={self.n_batch}",
             f"{where['backend']}:{where['gpu_layers']}/{where['layers']} bufts={where.get('extra_bufts')}",
         ]
