@@ -123,4 +123,6 @@ def _print_warning(text: str) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    Console(stderr=True, highlight=False).print(Text(f"warning: {text}", style="yellow"))
+    from specchat.textsafe import safe_text  # a warning may name the user's file
+
+    Console(stderr=True, highlight=False).print(Text(safe_text(f"warning: {text}"), style="yellow"))

@@ -133,3 +133,13 @@ def test_rm_says_which_local_pair_used_a_deleted_file(tiny_pair, tmp_path, hub_s
         f"deleted {stored}",
         f"warning: local pair mine used {stored}; it cannot open now (specchat rm mine forgets it)",
     ]
+
+
+def test_a_progress_bar_shows_a_file_name_as_text():
+    from specchat.store.pull import UI
+
+    console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system=None)
+    with UI(True, console).bar("hashing [bold]x[/bold]\x1b[2J.gguf", 10) as bar:
+        bar.advance(10)
+    shown = console.file.getvalue()
+    assert "hashing [bold]x[/bold]␛[2J.gguf" in shown and "\x1b[2J" not in shown

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rich import filesize
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from specchat.errors import SpecchatError
@@ -53,7 +54,8 @@ class UI:
             TimeRemainingColumn(),
         )
         with Progress(*columns, console=self.console) as progress:
-            yield _Bar(progress, progress.add_task(description, total=total))
+            # a file's name is text: never markup or terminal control in the bar
+            yield _Bar(progress, progress.add_task(escape(safe_text(description)), total=total))
 
 
 class _Bar:
