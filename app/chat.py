@@ -12,12 +12,13 @@ thread and use `cancel` and `set_drafter`/`set_k` from any thread.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from specchat.costmodel import CostModel, save_curve, saved_curve, warmup_steps
+from specchat.costmodel import MAX_AGE_S, CostModel, measured_at, save_curve, saved_curve, warmup_steps
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
@@ -170,6 +171,13 @@ class ChatSession(Dialogue[Turn]):
         if saved:
             self.costs.load(saved)
         self.cost_curve_from = "saved" if saved else "none"  # "measured" once a turn has measured it
+        self.curve_measured = measured_at(self.cost_key) if saved and self.cost_key else None  # a Unix time
+        # The target decodes for one caller at a time: a reply, or a measurement
+        # between replies (measure_ahead). A reply stops a refresh in progress;
+        # closing stops any measurement.
+        self._decoding = threading.RLock()
+        self._refresh_stop = threading.Event()
+        self._closing = threading.Event()
         self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
         # This user's earlier replies, tokenized as this pair reads them; each
         # turn's reply joins it, owned by `memory_owner` (the chat's conversation id).
@@ -196,6 +204,51 @@ class ChatSession(Dialogue[Turn]):
     def on_calibrate(self, tell: Callable[[bool], None] | None) -> None:
         """Be told True before the cost curve is measured (it takes seconds) and False after."""
         self.engine.on_calibrate = tell
+
+    def curve_due(self) -> str | None:
+        """Why the cost curve should be measured before the next round:
+        "missing", "old" (measured over MAX_AGE_S ago) or "drifted" (live
+        rounds moved a size past costmodel.DRIFT); None when it need not be,
+        or when the next drafter prices nothing by it."""
+        if self.no_drafting or not self.engine.next_drafter.needs_costs:
+            return None
+        if not self.costs.calibrated:
+            return "missing"
+        if self.curve_measured is not None and time.time() - self.curve_measured > MAX_AGE_S:
+            return "old"
+        return "drifted" if self.costs.drifted() is not None else None
+
+    def measure_ahead(self) -> str | None:
+        """Measure the cost curve now, between replies, if it is due: the chat
+        calls this once the pair has loaded and after each reply, while the
+        user reads or types, so the first reply prices its rounds without
+        measuring first. A missing curve is measured whole (a reply sent
+        meanwhile waits for it: it would measure it anyway); a refresh gives
+        way to the next reply and the old curve stays. Returns why it
+        measured (curve_due), or None when it measured nothing whole."""
+        with self._decoding:
+            why = None if self._closing.is_set() else self.curve_due()
+            if why is None:
+                return None
+            fresh = CostModel(self.costs.warmup_steps)
+            tell = self.engine.on_calibrate
+            if tell is not None:
+                tell(True)
+            t0 = time.perf_counter()
+            try:
+                fresh.calibrate(self.target, cancel=self._closing if why == "missing" else self._refresh_stop)
+            finally:
+                self.engine.calibration_seconds += time.perf_counter() - t0
+                if tell is not None:
+                    tell(False)
+            if not fresh.calibrated:
+                return None
+            self.costs.load(fresh.seconds)
+            self.curve_measured = time.time()
+            self.cost_curve_from = "measured"
+            if self.cost_key:
+                save_curve(self.cost_key, self.costs.seconds, self.curve_measured)
+            return why
 
     def _llama_seconds(self) -> float:
         """Seconds inside llama.cpp so far: the target's and, once loaded, the draft model's
@@ -332,14 +385,20 @@ class ChatSession(Dialogue[Turn]):
             self.memory.clear()
 
     def _generate(self, on_round, cancel, on_idle) -> Turn:
+        self._refresh_stop.set()  # a refresh of the curve in progress gives way...
+        with self._decoding:
+            self._refresh_stop.clear()  # ...and the next one may run after this reply
+            return self._decode_turn(on_round, cancel)
+
+    def _decode_turn(self, on_round, cancel) -> Turn:
         prompt, dropped = self._prompt_that_fits()
         budget = min(self.max_tokens, self.n_ctx - len(prompt) - self.engine.k - 1)
         measured = self.engine.calibration_seconds
         turn = self.engine.generate(prompt, budget, on_round=on_round, cancel=cancel)
         if self.engine.calibration_seconds > measured:
-            self.cost_curve_from = "measured"
+            self.cost_curve_from, self.curve_measured = "measured", time.time()
         if self.costs.calibrated and self.cost_key:
-            save_curve(self.cost_key, self.costs.seconds)  # refined by this turn's rounds
+            save_curve(self.cost_key, self.costs.seconds, self.curve_measured)  # refined by this turn's rounds
         if turn.finish == "length" and budget < self.max_tokens:
             turn.finish = "context"  # the context, not --max-tokens, ended the reply: it says so
         turn.dropped_turns = dropped
@@ -352,7 +411,7 @@ class ChatSession(Dialogue[Turn]):
 
     def plain_reference(self, turn: Turn) -> list[int]:
         """Decode the prompt of `turn` again with drafting off: what the target alone says."""
-        with self.using("off", baseline_every=0):
+        with self._decoding, self.using("off", baseline_every=0):
             # One token more after an EOS ending, so the reference must stop there too.
             return self.engine.generate(turn.prompt, len(turn.tokens) + (turn.finish == "eos")).tokens
 
@@ -384,7 +443,9 @@ class ChatSession(Dialogue[Turn]):
             dropped += 1
 
     def close(self) -> None:
+        self._closing.set()  # a measurement between replies stops at its next decode...
+        self._refresh_stop.set()
         self.memory.on = False  # a fill still tokenizing stops at its next reply...
-        with self._remembering:  # ...before the model it tokenizes with is freed
+        with self._decoding, self._remembering:  # ...and the models are freed after both
             self.drafters.close()
             self.target.close()

@@ -18,7 +18,11 @@ A measured curve is kept in the data folder (`cost-curves.json`), one per
 model file, llama.cpp build, threads, context size, placement and CPU
 kernels (the model's `cost_key`): the next session on the same model starts
 from it and measures nothing before its first reply. Live rounds go on
-refining it, and each turn's refined curve is what is kept.
+refining it, and each turn's refined curve is what is kept. A curve is
+measured again, between replies, once it is older than MAX_AGE_S or once
+live rounds have moved a size by more than DRIFT from what was measured
+(`drifted`): the machine changed under it, and the sizes no round visits
+would still price by the old machine.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ SMOOTHING = 0.2  # weight of a new observation
 # its CUDA graph and captures a new one on the second
 # (ggml_backend_cuda_graph_compute).
 WARMUP_STEPS = 2
+MAX_AGE_S = 30 * 86400  # a kept curve older than this is measured again
+DRIFT = 0.25  # live rounds this far from the measured curve: measure it again
+DRIFT_ROUNDS = 10  # ...once a size has been seen this often (SMOOTHING has then forgotten the start)
 timer = time.perf_counter  # the clock decodes are timed by (a test gives it a jittering one)
 
 
@@ -110,13 +117,14 @@ class CostModel:
         self.seconds: dict[int, float] = {}  # positions -> seconds per decode
         self._known: list[int] = []  # sorted(self.seconds), kept: auto asks for many sizes every round
         self.warming = 0.0  # extra seconds of each warm-up step after a batch
+        self.measured: dict[int, float] = {}  # the curve as measured (or loaded), before live rounds refined it
+        self.seen: dict[int, int] = {}  # live rounds observed per size since then
 
     @classmethod
     def from_points(cls, points: dict[int, float]) -> CostModel:
         """A cost model that starts from a curve measured elsewhere."""
         c = cls()
-        c.seconds = dict(points)
-        c._known = sorted(points)
+        c.load(points)
         return c
 
     @property
@@ -126,6 +134,7 @@ class CostModel:
     def observe(self, n: int, seconds: float) -> None:
         old = self.seconds.get(n)
         self.seconds[n] = seconds if old is None else old + SMOOTHING * (seconds - old)
+        self.seen[n] = self.seen.get(n, 0) + 1
         if old is None:
             bisect.insort(self._known, n)
 
@@ -153,14 +162,23 @@ class CostModel:
         measured = time_decodes(model, sizes, repeats, cancel=cancel)
         if cancel is not None and cancel.is_set():
             return
-        for n, samples in measured.items():
-            self.seconds[n] = min(samples)
-        self._known = sorted(self.seconds)
+        self.load({**self.seconds, **{n: min(samples) for n, samples in measured.items()}})
 
     def load(self, points: dict[int, float]) -> None:
-        """Start from a curve measured before (saved_curve)."""
+        """Start from a curve measured before (saved_curve, or calibrate's)."""
         self.seconds = dict(points)
         self._known = sorted(points)
+        self.measured = dict(points)
+        self.seen = {}
+
+    def drifted(self) -> int | None:
+        """A size whose live rounds (seen DRIFT_ROUNDS times or more) moved it
+        more than DRIFT from the measured curve, or None."""
+        for n, count in sorted(self.seen.items()):
+            was = self.measured.get(n)
+            if was and count >= DRIFT_ROUNDS and abs(self.seconds[n] / was - 1) > DRIFT:
+                return n
+        return None
 
     def curve(self, up_to: int) -> list[float]:
         """Relative cost of 1..up_to positions, for display."""
@@ -190,9 +208,21 @@ def saved_curve(key: str) -> dict[int, float] | None:
     return curve if 1 in curve and len(curve) >= 3 else None
 
 
-def save_curve(key: str, points: dict[int, float]) -> None:
-    """Keep this curve for the cost key (replacing what was kept); a data
-    folder that cannot be written costs only a measurement next time."""
+def measured_at(key: str) -> float | None:
+    """When the curve kept for this key was measured (a Unix time), if it says."""
+    entry = paths.read_kept(CURVES).get(key)
+    when = entry.get("measured", entry.get("saved")) if isinstance(entry, dict) else None
+    return float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when) else None
+
+
+def save_curve(key: str, points: dict[int, float], measured: float | None = None) -> None:
+    """Keep this curve for the cost key (replacing what was kept), with when
+    it was measured (now, unless told); a data folder that cannot be written
+    costs only a measurement next time."""
     curves = paths.read_kept(CURVES)
-    curves[key] = {"seconds": {str(n): t for n, t in sorted(points.items())}, "saved": time.time()}
+    curves[key] = {
+        "seconds": {str(n): t for n, t in sorted(points.items())},
+        "measured": time.time() if measured is None else measured,
+        "saved": time.time(),
+    }
     paths.keep(CURVES, curves)

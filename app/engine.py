@@ -104,6 +104,12 @@ class Engine:
         with self._lock:
             self._next_drafter = drafter
 
+    @property
+    def next_drafter(self) -> Drafter:
+        """The drafter the next round will use (a switch asked for, or the current one)."""
+        with self._lock:
+            return self._next_drafter or self.drafter
+
     def _take_switch(self, context: Sequence[int], cancel: Cancel = None) -> bool:
         """Apply a pending switch; True if the drafter changed (and has begun)."""
         with self._lock:

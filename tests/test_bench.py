@@ -319,3 +319,22 @@ def test_ctrl_c_keeps_the_partial_results(tiny_session, small_measures, monkeypa
     show(report, Console(file=out, width=200))
     assert "interrupted: partial results (2 of 6 runs)" in out.getvalue()
     assert "ngram" in out.getvalue()
+
+
+@pytest.mark.real
+def test_a_stop_ends_the_bench_mid_run_and_drops_the_run_it_cut(tiny_session, small_measures):
+    plan = make_plan("math", "ngram", "2", max_tokens=8)
+    plan.suites, plan.extras = [TINY], False  # off and ngram only: the third run is the engine's
+    b = Bench(tiny_session, plan)
+    asked_in_third_run = []
+
+    def stop():  # asked before each run and at each round: say stop at the third run's second round
+        if len(b.runs) == 2:
+            asked_in_third_run.append(1)
+        return "time is up" if len(asked_in_third_run) >= 3 else None
+
+    b.stop = stop
+    b.run()
+    report = b.report()
+    assert report["stopped"] == "time is up" and not report["interrupted"]
+    assert report["runs_done"] == 2 and [r["drafter"] for r in report["runs"]] == ["off", "ngram"]

@@ -1,12 +1,15 @@
 """The first reply as fast as the tenth: auto's cost curve is measured once
 per model and settings, kept in the data folder, and reused by the next
-session; measuring shows a status and can be stopped; a turn that drafted
-nothing shows no speedup; settings.toml's threads reach every command."""
+session; the chat measures it between replies (a missing one before the
+first, a stale one again), and a reply never waits for a refresh;
+measuring shows a status and can be stopped; a turn that drafted nothing
+shows no speedup; settings.toml's threads reach every command."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -14,7 +17,7 @@ from typer.testing import CliRunner
 from specchat import paths
 from specchat.chat import ChatSession
 from specchat.cli import app
-from specchat.costmodel import CostModel, save_curve, saved_curve
+from specchat.costmodel import DRIFT_ROUNDS, MAX_AGE_S, CostModel, measured_at, save_curve, saved_curve
 from specchat.display import local_fields
 from tests.support.fake_model import FakeModel
 from tests.support.tui import FakeModels, make_app, ready, wait_until
@@ -125,15 +128,118 @@ def test_a_turn_that_drafted_nothing_shows_no_speedup():
     assert local_fields({**stats, "drafters": ["off"]}) == [("tok_s", "11.8 tok/s"), ("drafter", "drafter off")]
 
 
-async def test_the_chat_says_it_is_measuring_the_curve(tmp_path):
+async def test_the_chat_measures_the_curve_while_the_user_types(tmp_path):
     models = FakeModels(step_seconds=0.02)  # 25 timed decodes: half a second of measuring
     app = make_app(tmp_path, models=models)
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(pilot)
         from tests.support.tui import enter
 
-        await enter(pilot, "hello")
         bar = app.query_one("StatusBar")
-        await wait_until(pilot, lambda: "measuring this machine's cost curve for auto" in bar.status.note)
+        await wait_until(pilot, lambda: bar.status.note.startswith("measuring this machine's cost curve for auto"))
+        assert "while you type" in bar.status.note and not app.generating
+        await wait_until(pilot, lambda: bar.status.note == "")
+        measured = app.session.engine.calibration_seconds
+        assert measured > 0
+        await enter(pilot, "hello")
         await wait_until(pilot, lambda: not app.generating)
+        assert app.session.engine.calibration_seconds == measured  # the first reply measured nothing
         assert bar.status.note == ""
+
+
+def test_the_chat_measures_a_missing_curve_before_the_first_reply_asks():
+    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
+    assert session.curve_due() == "missing"
+    assert session.measure_ahead() == "missing"
+    measured = session.engine.calibration_seconds
+    assert measured > 0 and saved_curve("a fake with a key") == session.costs.seconds
+    assert session.curve_due() is None and session.measure_ahead() is None  # measured once
+    session.reply("hello")
+    assert session.engine.calibration_seconds == measured  # the reply measured nothing
+
+
+def test_off_needs_no_curve_until_auto_is_picked():
+    session = ChatSession(keyed_model(), drafter="off", k=8, max_tokens=20)
+    assert session.curve_due() is None and session.measure_ahead() is None
+    session.set_drafter("auto")
+    assert session.curve_due() == "missing"
+
+
+def test_an_old_curve_is_measured_again_and_dated():
+    month_ago = time.time() - MAX_AGE_S - 60
+    save_curve("a fake with a key", {n: 0.5 * n for n in (1, 2, 4, 8, 17)}, month_ago)
+    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
+    assert session.curve_due() == "old"
+    assert session.measure_ahead() == "old"
+    assert session.costs.seconds[17] < 1  # the fake's decodes take no time, not the old 8.5 s
+    assert measured_at("a fake with a key") > month_ago + 60
+    session.reply("hello")  # a turn's refined curve keeps the date it was measured
+    assert measured_at("a fake with a key") == session.curve_measured
+
+
+def test_live_rounds_that_drift_from_the_curve_call_for_a_new_one():
+    costs = CostModel.from_points({1: 0.010, 2: 0.012, 4: 0.020})
+    for _ in range(DRIFT_ROUNDS):
+        costs.observe(1, 0.011)  # within DRIFT of what was measured
+    assert costs.drifted() is None
+    for _ in range(DRIFT_ROUNDS):
+        costs.observe(1, 0.030)  # the machine got three times slower
+    assert costs.drifted() == 1
+    costs.load(costs.seconds)  # measured again: the new curve is the reference
+    assert costs.drifted() is None
+
+
+class SlowDecodes(FakeModel):
+    """A fake whose batches take a while, and which says when one started."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cost_key = "a fake with a key"
+        self.batch_started = threading.Event()
+
+    def eval(self, tokens, n_logits=1):
+        if len(tokens) > 1:
+            self.batch_started.set()
+            time.sleep(0.02)
+        super().eval(tokens, n_logits)
+
+
+def test_a_reply_stops_a_refresh_and_keeps_the_old_curve():
+    old = {n: 0.5 * n for n in (1, 2, 4, 8, 17)}
+    save_curve("a fake with a key", old, time.time() - MAX_AGE_S - 60)
+    model = SlowDecodes()
+    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    result: list = []
+    refresh = threading.Thread(target=lambda: result.append(session.measure_ahead()))
+    refresh.start()
+    assert model.batch_started.wait(5)
+    turn = session.reply("hello")  # waits one decode at most, not the whole curve
+    refresh.join(5)
+    assert result == [None] and turn.tokens
+    assert session.engine.calibration_seconds < 0.02 * 11  # the refresh stopped before timing every size
+    assert session.curve_due() == "old"  # still due: the next pause between replies measures it
+
+
+def test_a_reply_waits_for_a_missing_curve_rather_than_measuring_it_twice():
+    model = SlowDecodes()
+    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    result: list = []
+    ahead = threading.Thread(target=lambda: result.append(session.measure_ahead()))
+    ahead.start()
+    assert model.batch_started.wait(5)
+    session.reply("hello")
+    ahead.join(5)
+    assert result == ["missing"] and session.cost_curve()["from"] == "measured"
+    assert saved_curve("a fake with a key") is not None
+
+
+def test_closing_stops_a_measurement_between_replies():
+    model = SlowDecodes()
+    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    result: list = []
+    ahead = threading.Thread(target=lambda: result.append(session.measure_ahead()))
+    ahead.start()
+    assert model.batch_started.wait(5)
+    session.close()
+    ahead.join(5)
+    assert result == [None] and saved_curve("a fake with a key") is None  # a cut curve is not kept

@@ -53,10 +53,13 @@ def test_a_jittering_timer_gives_no_verdict_and_keeps_none(tiny_store, monkeypat
     result = cli("models", "check", "smollm2-135m", "--max-tokens", "4", "--threads", "1")
     assert result.exit_code == 0, result.output
     said = result.stdout.splitlines()
-    assert [line for line in said if line.startswith(("draft k=", "ngram k=", "auto k="))] and all(
-        line.endswith("the machine is too busy to tell (repeated decodes differ by ±" + line.split("±")[-1])
-        for line in said if line.startswith(("draft k=", "ngram k=", "auto k="))
-    )
+    # The check stops as soon as its cost curve is too noisy: no probe runs, no verdict.
+    drafters = [line for line in said if line.startswith(("draft:", "ngram:", "auto:"))]
+    assert [line.split(":")[0] for line in drafters] == ["draft", "ngram", "auto"]
+    assert all(line.split(": ", 1)[1].startswith("the machine is too busy to tell (repeated decodes differ by ±")
+               for line in drafters)  # fmt: skip
+    as_json = json.loads(cli("models", "check", "smollm2-135m", "--max-tokens", "4", "--threads", "1", "--json").stdout)
+    assert as_json["runs"] == [] and as_json["untrusted"].startswith("repeated decodes differ by ±")
     assert said[-1].startswith("no verdict: the machine is too busy to tell (repeated decodes differ by ±")
     assert said[-1].endswith("); none kept. Run it again on a quieter machine")
     assert not (tiny_store / "data" / "verdicts.json").exists()
@@ -179,3 +182,20 @@ async def test_f4_shows_the_last_verdict_beside_its_pair(specchat_home):
         text = {ol.get_option_at_index(i).id: str(ol.get_option_at_index(i).prompt) for i in range(ol.option_count)}
         assert text["smollm2-135m"].endswith("\n   checked 2026-12-01: draft break-even (1.01×) · ngram loses here")
         assert "checked" not in text["qwen2.5-coder-1.5b"]
+
+
+def test_a_check_stops_when_its_curve_is_noisy_or_its_time_is_up():
+    import time
+    from types import SimpleNamespace
+
+    from specchat.bench.check import stop_rule
+    from specchat.bench.scorecard import CostCurve
+
+    bench = SimpleNamespace(curve=None)
+    now = time.monotonic()
+    assert stop_rule(bench, now)() is None  # still measuring the curve, in time
+    bench.curve = CostCurve(512, [1, 2], [0.010, 0.012], 5, noise=0.04)
+    assert stop_rule(bench, now)() is None
+    assert stop_rule(bench, now - 421)() == "the check ran past 7 minutes and stopped"
+    bench.curve.noise = 0.3
+    assert stop_rule(bench, now)() == "repeated decodes differ by ±30%"

@@ -18,12 +18,16 @@ its figures against each other: a noise above NOISE_LIMIT, a cost curve
 that falls by more than its noise as positions grow, a break-even α below
 1 or a speedup above what the curve allows ((k+1) tokens for one verify of
 k+1 positions) is an error of measurement. Then every verdict reads "the
-machine is too busy to tell", and none is kept.
+machine is too busy to tell", and none is kept. The check stops early
+rather than measure on: as soon as the cost curve's noise is past the limit,
+or once it has run for CHECK_SECONDS (a quiet 2-core CPU needs under two
+minutes on the default pair).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 from rich.console import Console
 
@@ -41,6 +45,7 @@ DRAFTERS = ("draft", "ngram", "auto")
 MAX_TOKENS = 64
 NOISE_LIMIT = 0.10  # repeated decodes differing by more than ±10%: the machine is too busy for a verdict
 TOO_BUSY = "the machine is too busy to tell"
+CHECK_SECONDS = 420.0  # a check still probing after this stops: "too busy to tell"
 
 
 def probe_suites(prompts: str | None) -> list[Suite]:
@@ -70,11 +75,30 @@ def verdict(row: dict) -> str:
     return f"break-even ({median:.2f}×; spread {lo:.2f}–{hi:.2f}×)"
 
 
+def too_noisy(noise: float) -> str | None:
+    return f"repeated decodes differ by ±{noise * 100:.0f}%" if noise > NOISE_LIMIT else None
+
+
+def stop_rule(bench: Bench, started: float, seconds: float = CHECK_SECONDS):
+    """Bench.stop for a check: stop once the cost curve is too noisy to
+    trust, or once the check has run `seconds` (from `started`, a
+    time.monotonic())."""
+
+    def why() -> str | None:
+        if bench.curve is not None and (noisy := too_noisy(bench.curve.noise)):
+            return noisy
+        if time.monotonic() - started > seconds:
+            return f"the check ran past {seconds / 60:.0f} minutes and stopped"
+        return None
+
+    return why
+
+
 def untrusted(curve: CostCurve, noise_after: float, table: list[dict], rows: list[dict]) -> str | None:
     """Why the check's figures cannot be trusted as a verdict, or None."""
     noise = max(curve.noise, noise_after)
-    if noise > NOISE_LIMIT:
-        return f"repeated decodes differ by ±{noise * 100:.0f}%"
+    if noisy := too_noisy(noise):
+        return noisy
     slack = 1 - 2 * noise - 0.02
     for (n0, t0), (n1, t1) in zip(zip(curve.positions, curve.seconds), zip(curve.positions[1:], curve.seconds[1:])):
         if t1 < t0 * slack:
@@ -98,11 +122,11 @@ def figures(report: dict, step_of_draft: float | None, noise_after: float = 0.0)
     per drafter its probe figures and verdict (TOO_BUSY where untrusted)."""
     curve = CostCurve.from_dict(report["cost_curve"])
     table = scorecard.break_even_by_k(curve, step_of_draft, KS)
-    problem = untrusted(curve, noise_after, table, report["overall"])
+    problem = report.get("stopped") or untrusted(curve, noise_after, table, report["overall"])
     drafters = {}
-    for row in report["overall"]:
+    for row in _rows(report):
         name = row["drafter"]
-        needed = [t[name] for t in table] if name in ("draft", "ngram") else None
+        needed = [t[name] for t in table] if name in ("draft", "ngram") and row["pairs"] else None
         drafters[name] = {
             **row,
             "best_k": scorecard.best_k(row["per_position_acceptance"], needed) if needed else None,
@@ -129,6 +153,16 @@ def figures(report: dict, step_of_draft: float | None, noise_after: float = 0.0)
         "runs": [_run(r) for r in report["runs"]],
         "interrupted": report["interrupted"],
     }
+
+
+def _rows(report: dict) -> list[dict]:
+    """The overall row of every drafter the probe planned; one it never ran
+    (a check stopped early) has no figures."""
+    rows = {row["drafter"]: row for row in report["overall"]}
+    empty = dict.fromkeys(("k", "pairs", "alpha", "per_position_acceptance", "speedup_median", "speedup_range",
+                           "spread", "measured", "best_suite", "best_suite_speedup"))  # fmt: skip
+    planned = [d for d in report["settings"]["drafters"] if d != "off"]
+    return [rows.get(name) or {"drafter": name, **empty} for name in planned]
 
 
 def _run(r: dict) -> dict:
@@ -161,8 +195,8 @@ def lines(result: dict) -> list[str]:
         out.append(f"  {kind:<6} " + "  ".join(f"{t[kind]:5.2f}" for t in result["break_even"]))
     for name, d in result["drafters"].items():
         best = "" if name == "auto" else f"; best k {d['best_k'] or 'none (no k pays at the measured acceptance)'}"
-        if d["speedup_median"] is None:
-            out.append(f"{name}: not measured")
+        if d["speedup_median"] is None:  # "not measured", or why the check stopped first
+            out.append(f"{name}: {d['verdict']}")
             continue
         lo, hi = d["speedup_range"]
         out.append(
@@ -191,6 +225,7 @@ def check_pair(
     figures; a named pair's verdict is kept. Progress goes to stderr."""
     from specchat.loader import pair_files
 
+    started = time.monotonic()
     suites = probe_suites(prompts)  # a bad --prompts is one line before anything loads
     label, t_path, d_path = pair_files(pair, target, draft)
     plan = check_plan(suites, d_path is not None, max_tokens)
@@ -199,6 +234,7 @@ def check_pair(
         session, pair_info = open_bench_session(plan, pair, target, draft, threads, n_gpu_layers, draft_n_gpu_layers)
     try:
         bench = Bench(session, plan, console=status)
+        bench.stop = stop_rule(bench, started)
         step = None
         if d_path is not None:
             with status.status("timing the draft model's step"):
@@ -206,8 +242,10 @@ def check_pair(
                 step = measure_cost_curve(session.drafters.draft_model().model, bench.real_text(), 1).step
         bench.run()
         report = bench.report(pair_info, command="specchat " + " ".join(sys.argv[1:]))
-        with status.status("measuring the machine's noise again"):
-            after = step_noise(session.target, bench.real_text())
+        after = 0.0
+        if bench.stopped is None:  # a check stopped early is no verdict whatever the noise now
+            with status.status("measuring the machine's noise again"):
+                after = step_noise(session.target, bench.real_text())
     finally:
         session.close()
     if report["cost_curve"] is None:

@@ -19,7 +19,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +157,10 @@ class Bench:
         self.curve: CostCurve | None = None
         self.ngram: dict | None = None
         self.interrupted = False
+        # Asked before each run and at each round: why to stop now (a check
+        # whose machine is too busy, or past its time), or None; why it stopped.
+        self.stop: Callable[[], str | None] | None = None
+        self.stopped: str | None = None
         self.started = time.time()
         self.wall_s = 0.0
         self.load_average: dict[str, list[float]] = {"start": list(os.getloadavg())}
@@ -178,6 +184,7 @@ class Bench:
                     progress.update(task, description=f"cost curve: {done} of {sizes} sizes timed")
 
                 self.curve = measure_cost_curve(self.session.target, text, sizes, on_size=measured)
+                self._check_stop()
                 if self.plan.extras:
                     progress.update(task, description="n-gram proposal timing")
                     self.ngram = time_ngram_proposals(text)
@@ -187,6 +194,8 @@ class Bench:
                             self._cycle(suite, prompt, repeat, progress, task)
         except KeyboardInterrupt:
             self.interrupted = True
+        except _Stopped:
+            pass  # self.stopped says why
         self.wall_s = time.perf_counter() - t0
         self.load_average["end"] = list(os.getloadavg())
 
@@ -198,14 +207,27 @@ class Bench:
         slots = [("A", OFF, 0)] + [("B", drafter, k) for drafter, k in self.plan.configs]
         for slot, name, k in slots:
             label = f"{suite.name} · {prompt.id} · {slot} {name}{f' k={k}' if k else ''}"
-            progress.update(task, description=escape(safe_text(label)))  # a suite's name is text, not markup
-            run = self._decode(suite, prompt, repeat, slot, name, k)
+            shown = escape(safe_text(label))  # a suite's name is text, not markup
+            progress.update(task, description=shown)
+            self._check_stop()
+
+            def moved(tokens: int) -> None:  # the bar moves with each round, not only between runs
+                progress.update(task, description=f"{shown} · {tokens} tokens")
+
+            run = self._decode(suite, prompt, repeat, slot, name, k, moved)
+            self._check_stop()  # a run that a stop cut short is not kept
             self.runs.append(run)
             progress.advance(task)
             if slot == "A":
                 off = run
             else:
                 self._compare(off, run)
+
+    def _check_stop(self) -> None:
+        why = self.stop() if self.stop is not None else None
+        if why is not None:
+            self.stopped = why
+            raise _Stopped
 
     def _compare(self, a: Run, b: Run) -> None:
         """Greedy output must match the target alone: compare B with its A."""
@@ -215,7 +237,9 @@ class Bench:
 
     # --- one run -----------------------------------------------------------------------
 
-    def _decode(self, suite: Suite, prompt: Prompt, repeat: int, slot: str, drafter: str, k: int) -> Run:
+    def _decode(
+        self, suite: Suite, prompt: Prompt, repeat: int, slot: str, drafter: str, k: int, moved=None
+    ) -> Run:
         tokens = self._prompt_tokens(prompt)
         k_engine = k or self.plan.max_k  # the A run's k only sizes the reply budget, as B's does
         budget = min(self.plan.max_tokens, self.session.n_ctx - len(tokens) - k_engine - 1)
@@ -239,7 +263,7 @@ class Bench:
             run.finish = "length" if len(out) >= budget else "eos"
             run.stats = bare_stats(len(out), t, steps, len(tokens) - 1)
         else:
-            turn = self._engine_turn(prompt, drafter, k_engine)
+            turn = self._engine_turn(prompt, drafter, k_engine, moved)
             run.tokens, run.text, run.finish, run.stats = turn.tokens, turn.text, turn.finish, turn.stats
             run.offered, run.hits = position_counts(turn.rounds)
         if prompt.constraint is not None:
@@ -250,12 +274,25 @@ class Bench:
         run.peak_rss_mb = peak_rss_mb()
         return run
 
-    def _engine_turn(self, prompt: Prompt, drafter: str, k: int):
+    def _engine_turn(self, prompt: Prompt, drafter: str, k: int, moved=None):
+        """One engine turn; `moved(tokens)` hears of each round, and a stop
+        (self.stop) asked for meanwhile cuts the turn short."""
         s = self.session
         s.clear()  # the target keeps the prompt's KV from the cycle's previous run
+        cancel = threading.Event()
+        tokens = 0
+
+        def on_round(r) -> None:
+            nonlocal tokens
+            tokens += r.n_tokens
+            if moved is not None:
+                moved(tokens)
+            if self.stop is not None and self.stop() is not None:
+                cancel.set()
+
         # The engine begins the drafter (the draft model's prefill included) before its clock starts.
         with s.using(drafter, k):
-            return s.reply(prompt.text)
+            return s.reply(prompt.text, on_round, cancel)
 
     def _prompt_tokens(self, prompt: Prompt) -> list[int]:
         """The prompt exactly as ChatSession will build it for a fresh chat."""
@@ -289,6 +326,7 @@ class Bench:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
             "wall_s": self.wall_s,
             "interrupted": self.interrupted,
+            "stopped": self.stopped,
             "runs_done": len(self.runs),
             "runs_planned": self.plan.total_runs,
             "settings": self.plan.to_dict(),
@@ -312,6 +350,10 @@ class Bench:
 
 
 # --- the command ---------------------------------------------------------------------------------
+
+
+class _Stopped(Exception):
+    """Bench.stop asked the bench to end here."""
 
 
 def open_bench_session(

@@ -51,6 +51,7 @@ TERMINATE_WAIT = 2.0  # seconds a reply may take to stop after SIGTERM or SIGHUP
 
 # What the status bar says while auto's cost curve is measured.
 CALIBRATING = "measuring this machine's cost curve for auto, once per model and settings (esc stops)"
+CALIBRATING_AHEAD = "measuring this machine's cost curve for auto while you type, once per model and settings"
 
 
 @dataclass
@@ -241,7 +242,19 @@ class SpecchatApp(ChatActions):
         except Exception as err:  # a broken file, say: show it, keep the app
             self.post_message(SessionReady(None, f"{type(err).__name__}: {err}"))
             return
+        self._tell_calibration(session)
         self.post_message(SessionReady(session, dropped_constraint=self._carry_constraint(self.session, session)))
+        self._measure_ahead(session)
+
+    @staticmethod
+    def _measure_ahead(session: Session) -> None:
+        """On a worker, between replies: a local session measures auto's cost
+        curve now if it is missing or stale (ChatSession.measure_ahead), so
+        that the next reply does not wait for it."""
+        from specchat.chat import ChatSession
+
+        if isinstance(session, ChatSession):
+            session.measure_ahead()
 
     @on(SessionReady)
     def session_ready(self, msg: SessionReady) -> None:
@@ -260,7 +273,6 @@ class SpecchatApp(ChatActions):
             )
         self.drafter = msg.session.drafter_name
         self.pacer.cpu_bound = msg.session.cpu_bound
-        self._tell_calibration(msg.session)
         if old is not None:
             old.close()
         if self.models.remembers_pair and self.settings.pair != msg.session.pair:
@@ -281,7 +293,7 @@ class SpecchatApp(ChatActions):
 
     @on(Calibrating)
     def calibrating(self, msg: Calibrating) -> None:
-        self._set_status(note=CALIBRATING if msg.on else "")
+        self._set_status(note="" if not msg.on else CALIBRATING if self.generating else CALIBRATING_AHEAD)
 
     @staticmethod
     def _carry_constraint(old, new) -> str:
@@ -383,6 +395,7 @@ class SpecchatApp(ChatActions):
             return
         feed.flush()
         self.post_message(ReplyDone(reply, turn, feed.drafters or [session.drafter_name]))
+        self._measure_ahead(session)  # a stale curve is measured again while the user reads
 
     @on(RoundsReady)
     def rounds_ready(self, msg: RoundsReady) -> None:
