@@ -195,8 +195,13 @@ def models_scan(
     """Find the GGUF files you have and which can draft for which (llama.cpp's rule)."""
     from specchat.store.scan import run_scan
 
+    check = None
+    if measure:
+        from specchat.bench.check import check_pair
+
+        check = check_pair
     try:
-        code = run_scan(dirs or None, add=add, json_out=json_out, measure=measure)
+        code = run_scan(dirs or None, add=add, json_out=json_out, check=check)
     except SpecchatError as err:
         _fail(err)
     raise typer.Exit(code)
@@ -463,6 +468,7 @@ def bench(
 ) -> None:
     """Measure every drafter against plain decoding on this machine."""
     from specchat import checks
+    from specchat.bench import memory
     from specchat.bench.runner import run_command
 
     try:
@@ -473,6 +479,10 @@ def bench(
         checks.threads(threads)
         checks.gpu_layers(n_gpu_layers)
         checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers")
+        names = list(dict.fromkeys(s.strip() for s in suites.split(",") if s.strip()))
+        if "memory" in names:  # questions asked again: a procedure of its own
+            loading = {"threads": threads, "n_gpu_layers": n_gpu_layers, "draft_n_gpu_layers": draft_n_gpu_layers}
+            raise typer.Exit(memory.run_command(names, pair, target, draft, prompts, max_tokens, json_file, **loading))
         code = run_command(
             pair=pair,
             target=target,

@@ -212,7 +212,9 @@ def measured_at(key: str) -> float | None:
     """When the curve kept for this key was measured (a Unix time), if it says."""
     entry = paths.read_kept(CURVES).get(key)
     when = entry.get("measured", entry.get("saved")) if isinstance(entry, dict) else None
-    return float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when) else None
+    return (
+        float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when) else None
+    )
 
 
 def save_curve(key: str, points: dict[int, float], measured: float | None = None) -> None:

@@ -6,18 +6,32 @@ history; the colours themselves are the themes'."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from specchat.stats import Round
 
-if TYPE_CHECKING:
-    from specchat.server.counts import Chunk
+
+class Shown(Protocol):
+    """What a round shows: a local stats.Round, or a server's counts.Chunk,
+    which reads like one (mode, drafter, the texts by kind)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def drafter(self) -> str: ...
+    @property
+    def forced_text(self) -> str: ...
+    @property
+    def accepted_text(self) -> str: ...
+    @property
+    def rejected_text(self) -> str: ...
+    @property
+    def target_text(self) -> str: ...
 
 
-def round_spans(r: Round | Chunk) -> list[dict]:
+def round_spans(r: Shown) -> list[dict]:
     """One round as coloured spans: accepted drafts, rejected drafts, then the
-    target's token. In hybrid mode the source reads hybrid:ngram / hybrid:draft.
-    A server's counts.Chunk reads like a Round here (mode, drafter, the texts)."""
+    target's token. In hybrid mode the source reads hybrid:ngram / hybrid:draft."""
     source = f"hybrid:{r.drafter}" if r.mode == "hybrid" else r.drafter
     forced = "hybrid:grammar" if r.mode == "hybrid" else "grammar"
     parts = (

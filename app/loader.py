@@ -29,7 +29,7 @@ def pair_files(pair: str | None, target: str | None, draft: str | None) -> tuple
     if draft:
         raise SpecchatError("--draft needs --target", hint="or use --pair NAME")
     from specchat.store import local
-    from specchat.store.files import default_pair_name, resolve_pair
+    from specchat.store.pairs import default_pair_name, resolve_pair
 
     name = pair or default_pair_name()
     mine = local.get(name)

@@ -24,6 +24,7 @@ import pytest
 from rich.console import Console
 
 from specchat.store import files as store
+from specchat.store.pairs import resolve_pair
 from specchat.store.catalog import load_catalog
 from specchat.errors import SpecchatError
 from specchat.store.pull import pull_pair
@@ -103,7 +104,7 @@ def test_a_stored_file_that_links_outside_is_not_verified_and_pull_replaces_only
     assert "  x (custom): partly pulled" in lines
     assert "    target   300.0 kB  FOREIGN: a link or a folder, not a file the store made; fix: specchat pull x" in lines
     with pytest.raises(SpecchatError) as err:
-        store.resolve_pair("x")
+        resolve_pair("x")
     assert err.value.message == "pair 'x' is not pulled yet"
     out = quiet()
     result = pull_pair("x", source="hub", progress=False, console=out)

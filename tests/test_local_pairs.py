@@ -100,7 +100,7 @@ def test_a_pair_of_one_family_is_added_and_listed_with_its_paths(specchat_home, 
     assert entry["local"] is True and all(not p["local"] for p in data["pairs"])
     assert local.resolve(local.get("coder")) == (target, draft)  # what --pair coder opens
 
-    from specchat.store.files import known_pair
+    from specchat.store.pairs import known_pair
     from specchat.tui.models import Models
 
     known_pair("coder")  # the chat's --pair check takes it

@@ -16,6 +16,7 @@ from specchat.bench.scorecard import best_k, expected_tokens
 from specchat.cli import app
 from specchat.costmodel import interpolate
 from specchat.store import verdicts
+from tests.support.clock import steady_timer
 
 
 def cli(*args: str):
@@ -29,22 +30,6 @@ def tiny_store(specchat_home, tiny_pair, monkeypatch):
 
     monkeypatch.setenv("SPECCHAT_MODELS", str(models_cache_dir()))
     return specchat_home
-
-
-def steady_timer(monkeypatch, jitter: float = 0.0):
-    """Time decodes (costmodel.timer) by a synthetic clock: each decode takes
-    4 ms, give or take `jitter` (0.5: ±50%); the probe's runs keep the real clock."""
-    import random
-
-    from specchat import costmodel
-
-    rng, now = random.Random(7), [0.0]
-
-    def clock() -> float:
-        now[0] += 0.002 * (1 + jitter * rng.uniform(-1, 1))  # two readings a decode
-        return now[0]
-
-    monkeypatch.setattr(costmodel, "timer", clock)
 
 
 @pytest.mark.real

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from specchat.store import hub
 from specchat.store import files as store
+from specchat.store.pairs import pair_status, resolve_pair
 from specchat.store.catalog import load_catalog
 from specchat.errors import SpecchatError
 from specchat.store.pull import pull_pair
@@ -63,7 +64,7 @@ def test_good_download_verifies_and_records(tiny, monkeypatch):
     record = store.read_json(store.record_path(target))
     assert record["source"] == "hub" and record["size"] == len(TARGET)
     assert record["commit"] == "0123456789abcdef0123456789abcdef01234567"
-    assert store.resolve_pair("tiny") == (target, draft)
+    assert resolve_pair("tiny") == (target, draft)
     assert not store.partial_path(target).exists()
     out = console.file.getvalue()
     assert "target target.gguf: served by the Hub (commit 0123456789ab), sha256 verified" in out
@@ -96,10 +97,10 @@ def test_cut_connection_leaves_no_ready_file_and_rerun_resumes(tiny):
     target, _ = pair_files()
     assert not target.exists()
     assert store.partial_path(target).stat().st_size == 1024 * 1024
-    status = store.pair_status("tiny")[0]
+    status = pair_status("tiny")[0]
     assert status["ready"] is False and status["target"]["state"] == "partial"
     with pytest.raises(SpecchatError, match="not pulled yet"):
-        store.resolve_pair("tiny")
+        resolve_pair("tiny")
 
     pull()
     assert target.read_bytes() == TARGET
@@ -127,7 +128,7 @@ def test_wrong_bytes_are_refused_and_nothing_is_kept(tiny):
     assert hashlib.sha256(TARGET).hexdigest() in err.value.message
     target, _ = pair_files()
     assert not target.exists() and not store.partial_path(target).exists()
-    assert store.pair_status("tiny")[0]["target"]["state"] == "missing"
+    assert pair_status("tiny")[0]["target"]["state"] == "missing"
 
 
 def test_missing_file_is_a_clear_404(tiny, write_pairs):
@@ -245,7 +246,7 @@ def test_custom_pair_checks_tokenizers_from_the_hub_then_pulls(hub_server, tmp_p
 
     result = pull("mine")
     assert result["draft"]["source"] == "hub"
-    assert store.pair_status("mine")[0]["ready"] is True
+    assert pair_status("mine")[0]["ready"] is True
 
 
 def test_custom_pair_with_other_tokenizer_is_refused_and_not_saved(hub_server, tmp_path):

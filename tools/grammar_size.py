@@ -35,7 +35,7 @@ def main() -> None:
     from specchat.grammar import Constraint
     from specchat.llamacpp.grammar import Grammar
     from specchat.llamacpp.llama import Model
-    from specchat.store.files import resolve_pair
+    from specchat.store.pairs import resolve_pair
 
     schema.MAX_ALTERNATIVES = schema.MAX_GBNF_BYTES = 10**12  # measure past the limits
     model = Model(resolve_pair(args.pair)[0], n_ctx=512)

@@ -278,12 +278,6 @@ def run_check(
     return 130 if result["interrupted"] else 0
 
 
-def verdict_line(name: str, result: dict) -> str:
-    """One pair's verdicts on one line (scan --measure)."""
-    said = " · ".join(f"{d}: {row['verdict']}" for d, row in result["drafters"].items())
-    return f"measured {name}: {said}" + (" (interrupted)" if result["interrupted"] else "")
-
-
 def _keep(label: str, result: dict, status: Console) -> None:
     """Keep the verdict for `specchat models` and the chat; a read-only data dir only warns."""
     from specchat.store import verdicts

@@ -165,12 +165,15 @@ def run_command(
     json_file: str | None,
     **loading,
 ) -> int:
-    """`specchat bench --suites memory` (runner.run_command checked --json's
-    folder); `loading`: open_session's threads and GPU layers. Returns the exit code."""
+    """`specchat bench --suites memory`; `loading`: open_session's threads
+    and GPU layers. Returns the exit code."""
+    from specchat import checks
     from specchat.loader import open_session
 
     if suites != ["memory"]:
         raise SpecchatError("the memory suite runs on its own", hint="pass --suites memory alone", code=2)
+    if json_file:
+        checks.output_file(json_file, "--json", inputs=(prompts,))
     asked = load(prompts)
     status = Console(stderr=True, highlight=False)
     with status.status("loading the pair") as shown:

@@ -211,7 +211,7 @@ class Bench:
             progress.update(task, description=shown)
             self._check_stop()
 
-            def moved(tokens: int) -> None:  # the bar moves with each round, not only between runs
+            def moved(tokens: int, shown: str = shown) -> None:  # the bar moves each round, not only each run
                 progress.update(task, description=f"{shown} · {tokens} tokens")
 
             run = self._decode(suite, prompt, repeat, slot, name, k, moved)
@@ -237,9 +237,7 @@ class Bench:
 
     # --- one run -----------------------------------------------------------------------
 
-    def _decode(
-        self, suite: Suite, prompt: Prompt, repeat: int, slot: str, drafter: str, k: int, moved=None
-    ) -> Run:
+    def _decode(self, suite: Suite, prompt: Prompt, repeat: int, slot: str, drafter: str, k: int, moved=None) -> Run:
         tokens = self._prompt_tokens(prompt)
         k_engine = k or self.plan.max_k  # the A run's k only sizes the reply budget, as B's does
         budget = min(self.plan.max_tokens, self.session.n_ctx - len(tokens) - k_engine - 1)
@@ -450,14 +448,10 @@ def run_command(
     n_gpu_layers: int = -1,
     draft_n_gpu_layers: int = -1,
 ) -> int:
-    """`specchat bench`; returns the exit code (130 when stopped with Ctrl-C)."""
+    """`specchat bench` (but `--suites memory`: memory.run_command); returns
+    the exit code (130 when stopped with Ctrl-C)."""
     if json_file:
         checks.output_file(json_file, "--json", inputs=(prompts, *[s for s in _items(suites) if s.endswith(".toml")]))
-    if "memory" in _items(suites):  # questions asked again: a procedure of its own
-        from specchat.bench import memory
-
-        loading = {"threads": threads, "n_gpu_layers": n_gpu_layers, "draft_n_gpu_layers": draft_n_gpu_layers}
-        return memory.run_command(_items(suites), pair, target, draft, prompts, max_tokens, json_file, **loading)
     plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp, prompts)
     console = Console(highlight=False)
     if not console.is_terminal:

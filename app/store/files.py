@@ -41,14 +41,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from specchat import paths
 from specchat.errors import SpecchatError
-from specchat.store.catalog import Catalog, ModelFile, Pair, load_catalog
-
-if TYPE_CHECKING:
-    from specchat.store.local import LocalPair
+from specchat.store.catalog import ModelFile
 
 try:  # file locks are POSIX-only; elsewhere concurrent pulls are not guarded
     import fcntl as _fcntl
@@ -434,28 +431,7 @@ def _clean_legacy_scratch(folder: Path) -> None:
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
-# --- pairs ------------------------------------------------------------------------
-
-
-def default_pair_name() -> str:
-    return load_catalog().default
-
-
-def pair_ready(pair: Pair, root: Path | None = None) -> bool:
-    return all(is_ready(f, root) for _, f in pair.roles())
-
-
-def resolve_pair(name: str | None = None, root: Path | None = None) -> tuple[Path, Path]:
-    """(target path, draft path) of a pulled pair whose bytes check out;
-    None means the default pair."""
-    pair = load_catalog().get(name)
-    for _, f in pair.roles():
-        state = check(f, root)
-        if state == "damaged":
-            raise damaged(f, pair.name, root)
-        if state != "verified":
-            raise SpecchatError(f"pair '{pair.name}' is not pulled yet", hint=f"specchat pull {pair.name}")
-    return file_path(pair.target, root), file_path(pair.draft, root)
+# --- one file's state and deletion ------------------------------------------------------
 
 
 def damaged(f: ModelFile, pair: str, root: Path | None = None) -> SpecchatError:
@@ -488,115 +464,7 @@ def file_state(f: ModelFile, root: Path | None = None) -> dict:
     }
 
 
-def known_pair(name: str) -> None:
-    """The catalog's one-line error unless `name` is a catalog pair or a local one."""
-    from specchat.store import local
-
-    if local.get(name) is None:
-        load_catalog().get(name)
-
-
-def pair_status(name: str | None = None, root: Path | None = None) -> list[dict]:
-    """Every catalog pair (or just `name`) with what the store holds of it,
-    then the local pairs (`specchat models add`), marked "local"; each with
-    the last verdict `specchat models check` gave it ("" if never checked)."""
-    from specchat.store import local, verdicts
-
-    mine = local.load()
-    if name and name in mine:
-        entries = [local_entry(mine[name])]
-    else:
-        catalog = load_catalog()
-        pairs = [catalog.get(name)] if name else list(catalog.pairs.values())
-        entries = [_pair_entry(pair, catalog, root) for pair in pairs]
-        entries += [] if name else [local_entry(p) for p in mine.values()]
-    checked = verdicts.load_summaries()
-    return [{**e, "verdict": checked.get(e["name"], "")} for e in entries]
-
-
-_LOCAL_STATE = {"ok": "verified", "changed": "damaged", "missing": "missing"}
-
-
-def local_entry(pair: LocalPair) -> dict:
-    """A local pair in pair_status's shape; a target alone is its own draft there ("same_file")."""
-    from specchat.store import local
-
-    files = {
-        role: {
-            "path": str(f.path),
-            "filename": f.path.name,
-            "state": _LOCAL_STATE[local.state(f)],
-            "size": f.size,
-            "sha256": f.sha256,
-            "source": "local",
-            "partial_bytes": None,
-        }
-        for role, f in pair.files()
-    }
-    about = f"local: {pair.target.path.name}" + (f" drafted by {pair.draft.path.name}" if pair.draft else "")
-    return {
-        "name": pair.name,
-        "default": False,
-        "description": about,
-        "note": "",
-        "custom": False,
-        "local": True,
-        "same_file": pair.draft is None,
-        "ready": all(f["state"] == "verified" for f in files.values()),
-        "target": files["target"],
-        "draft": files.get("draft", files["target"]),
-        "add_command": pair.add_command(),
-    }
-
-
-def _pair_entry(pair: Pair, catalog: Catalog, root: Path | None) -> dict:
-    files = {role: file_state(f, root) for role, f in pair.roles()}
-    return {
-        "name": pair.name,
-        "default": pair.name == catalog.default,
-        "description": pair.description,
-        "note": pair.note,
-        "custom": pair.custom,
-        "local": False,
-        "same_file": pair.same_file,
-        "ready": all(f["state"] == "verified" for f in files.values()),
-        "target": files["target"],
-        "draft": files["draft"],
-    }
-
-
-def remove_pair(name: str, root: Path | None = None) -> dict:
-    """Delete a pair's files that no other pulled pair uses (see remove_pairs)."""
-    return remove_pairs([name], root)
-
-
-def remove_pairs(names: list[str], root: Path | None = None) -> dict:
-    """Delete these pairs' files that no pulled pair outside them uses, so
-    pairs that share their files go together. Each file is deleted under its
-    lock: never while a pull writes it (that raises Busy).
-
-    Returns {"pair": the first name, "pairs": [names], "removed": [paths],
-    "kept": {path: [pairs that still use it]}}.
-    """
-    catalog = load_catalog()
-    pairs = [catalog.get(n) for n in dict.fromkeys(names)]
-    chosen = {p.name for p in pairs}
-    others = [p for p in catalog.pairs.values() if p.name not in chosen and pair_ready(p, root)]
-    with contextlib.suppress(OSError):  # what dead pulls left; a read-only store says so below
-        clean_scratch(root)
-    removed: list[str] = []
-    kept: dict[str, list[str]] = {}
-    for f in {f.store_key: f for p in pairs for _, f in p.roles()}.values():
-        path = file_path(f, root)
-        users = [p.name for p in others if f.store_key in {g.store_key for _, g in p.roles()}]
-        if users:
-            kept[str(path)] = users
-        elif _has_folder(path, root) and _delete_file(f, root):
-            removed.append(str(path))
-    return {"pair": pairs[0].name, "pairs": [p.name for p in pairs], "removed": removed, "kept": kept}
-
-
-def _has_folder(path: Path, root: Path | None) -> bool:
+def has_folder(path: Path, root: Path | None) -> bool:
     """The store holds the folders on the way to `path`; a link among them is refused."""
     for folder in _store_folders(path, root):
         if _lstat(folder) is None:
@@ -605,7 +473,7 @@ def _has_folder(path: Path, root: Path | None) -> bool:
     return True
 
 
-def _delete_file(f: ModelFile, root: Path | None) -> bool:
+def delete_file(f: ModelFile, root: Path | None) -> bool:
     """Remove a file and everything the store keeps beside it, holding its
     lock. A link goes, never what it points to; a folder is refused."""
     path = file_path(f, root)

@@ -17,6 +17,7 @@ from specchat.errors import SpecchatError
 from specchat.store import files as store
 from specchat.store import local
 from specchat.store.catalog import ModelFile, load_catalog
+from specchat.store.pairs import default_pair_name, pair_status, remove_pairs
 from specchat.store.pull import UI
 from specchat.textsafe import safe_json, safe_text
 
@@ -79,12 +80,12 @@ def _same_bytes(f: local.LocalFile, ui: UI) -> bool:
 
 def show_models(json_out: bool) -> None:
     """`specchat models`: every pair, what is pulled, sizes, paths, state."""
-    everything = store.pair_status()
+    everything = pair_status()
     pairs = [p for p in everything if not p["local"]]
     mine = [p for p in everything if p["local"]]
     root = store.store_root()
     if json_out:
-        data = {"store": str(root), "default": store.default_pair_name(), "pairs": pairs, "local": mine}
+        data = {"store": str(root), "default": default_pair_name(), "pairs": pairs, "local": mine}
         print(safe_json(data, indent=2))
         return
     print(safe_text(f"model store: {root}"))
@@ -163,7 +164,7 @@ def run_rm(names: list[str]) -> None:
     if not names:
         return
     try:
-        result = store.remove_pairs(names)
+        result = remove_pairs(names)
     except OSError as err:
         raise SpecchatError(
             f"cannot delete from the model store: {err}", hint="check the store's permissions"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -236,17 +236,23 @@ def proposals(entries: list[Candidates]) -> list[tuple[str, Found, Found]]:
 # --- the command ---------------------------------------------------------------------------
 
 
-def run_scan(dirs: list[str] | None, add: bool = False, json_out: bool = False, measure: bool = False) -> int:
+# check(pair name or None, target path or None, draft path or None) -> the
+# check's figures (bench.check.check_pair, which the CLI passes: the store
+# measures nothing itself).
+Check = Callable[[str | None, str | None, str | None], dict]
+
+
+def run_scan(dirs: list[str] | None, add: bool = False, json_out: bool = False, check: Check | None = None) -> int:
     """`specchat models scan`: what it finds, the pairs it proposes, with
-    `add` registered, with `measure` each checked (bench.check) on this
-    machine; returns the exit code (130 where Ctrl-C stopped a check)."""
+    `add` registered, with `check` each measured on this machine; returns
+    the exit code (130 where Ctrl-C stopped a check)."""
     result = scan(dirs)
     entries = candidates(result.found)
     proposed = proposals(entries)
     if json_out:
         data = _as_json(result, entries, proposed)
         data["added"] = [_add(name, target, draft, say=False) for name, target, draft in proposed] if add else []
-        data["measured"] = dict(_measured(proposed, add)) if measure else {}
+        data["measured"] = dict(_measured(proposed, add, check)) if check else {}
         print(safe_json(data, indent=2))
         return 130 if any(m["interrupted"] for m in data["measured"].values()) else 0
     for line in _lines(result, entries, proposed):
@@ -255,10 +261,8 @@ def run_scan(dirs: list[str] | None, add: bool = False, json_out: bool = False, 
         for name, target, draft in proposed:
             _add(name, target, draft, say=True)
     stopped = False
-    if measure:
-        from specchat.bench.check import verdict_line
-
-        for name, checked in _measured(proposed, add):
+    if check:
+        for name, checked in _measured(proposed, add, check):
             print(safe_text(verdict_line(name, checked)), flush=True)
             stopped = checked["interrupted"]
     if add and proposed:
@@ -266,14 +270,18 @@ def run_scan(dirs: list[str] | None, add: bool = False, json_out: bool = False, 
     return 130 if stopped else 0
 
 
-def _measured(proposed: list[tuple[str, Found, Found]], added: bool) -> Iterator[tuple[str, dict]]:
+def verdict_line(name: str, checked: dict) -> str:
+    """One pair's verdicts on one line, from its check's figures."""
+    said = " · ".join(f"{d}: {row['verdict']}" for d, row in checked["drafters"].items())
+    return f"measured {name}: {said}" + (" (interrupted)" if checked["interrupted"] else "")
+
+
+def _measured(proposed: list[tuple[str, Found, Found]], added: bool, check: Check) -> Iterator[tuple[str, dict]]:
     """Each proposed pair's check, in turn: by name where it was added (so
     its verdict is kept), else by its files. Ctrl-C ends the check under way
     and the scan's measuring."""
-    from specchat.bench.check import check_pair
-
     for name, target, draft in proposed:
-        checked = check_pair(name) if added else check_pair(None, str(target.path), str(draft.path))
+        checked = check(name, None, None) if added else check(None, str(target.path), str(draft.path))
         yield name, checked
         if checked["interrupted"]:
             return

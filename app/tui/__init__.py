@@ -30,7 +30,7 @@ def run_chat(options: ChatOptions) -> int:
     from specchat import checks
     from specchat.config import read_settings
     from specchat.history import open_history
-    from specchat.store.files import known_pair
+    from specchat.store.pairs import known_pair
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models, chat_models
 

@@ -120,7 +120,7 @@ class Models:
         self.found: dict[str, tuple[str, str]] = {}  # found_pairs' offers: name -> (target, draft)
 
     def pairs(self) -> list[PairInfo]:
-        from specchat.store.files import pair_status
+        from specchat.store.pairs import pair_status
 
         return self._file_info() + [_info(p) for p in pair_status()]
 
@@ -131,7 +131,7 @@ class Models:
         return [PairInfo(self.file_pair, about, True, local=True)]
 
     def default_pair(self) -> str:
-        from specchat.store.files import default_pair_name
+        from specchat.store.pairs import default_pair_name
 
         return self.file_pair or default_pair_name()
 
@@ -139,7 +139,7 @@ class Models:
         """Both files are in the store, or the pair is a local one (never pulled).
         A file whose bytes changed or that is gone counts too: opening it then
         fails with a message that names the file and the fix."""
-        from specchat.store.files import pair_status
+        from specchat.store.pairs import pair_status
 
         if self.files is not None and name == self.file_pair:
             return True
@@ -154,7 +154,7 @@ class Models:
 
     def pull_progress(self, name: str) -> tuple[int, int | None]:
         """(bytes on disk, bytes in all) of a pull under way, read from the store."""
-        from specchat.store.files import pair_status
+        from specchat.store.pairs import pair_status
 
         entry = pair_status(name)[0]
         done = 0
