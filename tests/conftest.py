@@ -33,8 +33,8 @@ def models_cache_dir() -> Path:
 
 def _pulled(name: str) -> tuple[Path, Path]:
     from specchat.store.catalog import load_catalog
-    from specchat.store.pull import pull_pair
     from specchat.store.pairs import pair_ready, resolve_pair
+    from specchat.store.pull import pull_pair
 
     root = models_cache_dir()
     if not pair_ready(load_catalog().get(name), root):

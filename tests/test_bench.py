@@ -13,12 +13,11 @@ from typer.testing import CliRunner
 
 from specchat.bench import measure as measure_mod
 from specchat.bench.runner import Bench, make_plan, show, write_json
+from specchat.bench.scorecard import CostCurve, Run, break_even, rows
 from specchat.bench.suites import SUITES, Prompt, Suite, load_suite
 from specchat.cli import app
 from specchat.errors import SpecchatError
-from specchat.bench.scorecard import CostCurve, Run, break_even, rows
-from specchat.stats import position_counts
-from specchat.stats import Round, TurnStats
+from specchat.stats import Round, TurnStats, position_counts
 
 # --- fabricated runs ----------------------------------------------------------------------
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from specchat.store.catalog import load_catalog, parse_ref, save_custom_pair
 from specchat.errors import SpecchatError
+from specchat.store.catalog import load_catalog, parse_ref, save_custom_pair
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 import gguf
 import pytest
 
+from specchat.errors import SpecchatError
 from specchat.store import compat
 from specchat.store.compat import IncompatiblePair, check_pair, read_vocab
-from specchat.errors import SpecchatError
 
 TOKENS = ["<unk>", "<s>", "</s>", "<pad>", "<mask>"] + [f"tok{i}" for i in range(5, 300)]
 

@@ -16,7 +16,7 @@ from specchat.config import Settings
 from specchat.store import local
 from specchat.tui.app import SpecchatApp
 from specchat.tui.models import Models
-from specchat.tui.widgets import StatusBar
+from specchat.tui.panels import StatusBar
 from tests.support.tui import wait_until
 
 
@@ -63,7 +63,7 @@ async def test_first_run_offers_the_pair_a_scan_finds_and_opens_it(specchat_home
     name = "qwen2.5-coder-1.5b-instruct-q4_k_m"
     app = SpecchatApp(Models(), Settings(), drafter="ngram", k=4, history=None, save_settings=False)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen" and app.screen.query("#pull-yes"))
         found = app.screen.query_one("#found-list", OptionList)
         await wait_until(pilot, lambda: found.option_count > 0 and found.display)
         assert options(app.screen)[name] == (

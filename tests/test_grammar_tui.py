@@ -11,7 +11,8 @@ import pytest
 
 from specchat.config import Settings
 from specchat.themes import DARK as DARK_THEME
-from specchat.tui.widgets import AssistantMessage, ReplyBody, StatusBar
+from specchat.tui.panels import StatusBar
+from specchat.tui.widgets import AssistantMessage, ReplyBody
 from tests.support.tui import TinyPair, enter, make_app, notices, ready, rendered_by_colour, spans_text, wait_until
 
 SCHEMA = Path(__file__).parent / "data" / "person.schema.json"
@@ -73,7 +74,7 @@ async def test_a_missing_schema_file_is_one_notice_and_the_message_stays(tmp_pat
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         prompt = await enter(pilot, "/schema /nonexistent/person.json Extract this")
-        await wait_until(pilot, lambda: not app.binding)
+        await wait_until(pilot, lambda: not app.chat.binding)
         assert "no JSON schema file at /nonexistent/person.json (check the path of the JSON schema file)" in notices(app)
         assert prompt.text == "/schema /nonexistent/person.json Extract this"  # kept, to fix the path
         assert not app.query(AssistantMessage) and "⟨" not in status(app)
@@ -85,7 +86,7 @@ async def test_switching_to_the_grammar_drafter_without_a_constraint_says_so(tmp
         await ready(pilot)
         await pilot.press("ctrl+d")
         await pilot.pause()
-        assert app.drafter == "grammar"
+        assert app.chat.drafter == "grammar"
         assert ("drafter: grammar; it drafts only while replies are constrained (F8 or /schema FILE): "
                 "plain steps until then") in notices(app)
 
@@ -95,8 +96,8 @@ async def test_a_schema_holds_across_a_pair_switch(tmp_path, tiny_pair):
     app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="grammar", k=16)
     async with app.run_test(size=(160, 40)) as pilot:
         await wait_until(pilot, lambda: app.session is not None, timeout=120)
-        app.set_schema(str(SCHEMA))
-        await wait_until(pilot, lambda: not app.binding and app.session.status().constraint == "JSON · person.schema.json",
+        app.chat_screen.set_schema(str(SCHEMA))
+        await wait_until(pilot, lambda: not app.chat.binding and app.session.status().constraint == "JSON · person.schema.json",
                          timeout=30)
         first = app.session
         app.load_session("smollm2-135m", "grammar", 16)  # what F4's picker does

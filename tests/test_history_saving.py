@@ -125,7 +125,7 @@ async def test_a_reply_that_never_came_stays_out_of_the_prompt_when_the_chat_goe
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        app.load_conversation(conv)
+        app.chat_screen.load_conversation(conv)
         assert [m["content"] for m in app.session.messages] == ["first", "an answer"]
         reply = await send(pilot, "and now?")
         assert [m["role"] for m in app.session.messages] == ["user", "assistant", "user", "assistant"]

@@ -247,7 +247,7 @@ def test_the_chat_binds_on_a_worker_and_notices_the_keywords_a_schema_binds_with
 
             app.session.set_constraint = spy
             await enter(pilot, f"/schema {path}")
-            await wait_until(pilot, lambda: not app.binding and "replies must match JSON · keywords.schema.json"
+            await wait_until(pilot, lambda: not app.chat.binding and "replies must match JSON · keywords.schema.json"
                              in notices(app), timeout=30)
             screen_thread = threading.current_thread()
             app.session.close()
@@ -267,7 +267,7 @@ def test_the_chat_refuses_a_5mb_enum_schema_with_a_notice_and_keeps_the_message(
         async with app.run_test(size=(200, 40)) as pilot:
             await wait_until(pilot, lambda: app.session is not None, timeout=120)
             prompt = await enter(pilot, f"/schema {path} Pick one.")
-            await wait_until(pilot, lambda: not app.binding, timeout=30)
+            await wait_until(pilot, lambda: not app.chat.binding, timeout=30)
             await pilot.pause()
             result = notices(app), prompt.text, len(app.query(UserMessage)), app.session.status().constraint
             app.session.close()

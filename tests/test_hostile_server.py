@@ -338,9 +338,9 @@ READ = (
 
 def reply_once(url: str):
     """The whole client on one server: probe, a streamed reply, its baseline, its stats line."""
-    from specchat.server.session import ServerSession
-    from specchat.server.run import as_json
     from specchat.display import stats_fields
+    from specchat.server.run import as_json
+    from specchat.server.session import ServerSession
     from specchat.textsafe import safe_json
 
     session = ServerSession(url, with_baseline=True)

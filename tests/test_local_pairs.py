@@ -191,7 +191,7 @@ def test_bad_names_and_files_are_one_line_each(specchat_home, tmp_path):
 async def test_the_chat_opens_a_local_pair_and_replies_on_it(specchat_home, tmp_path, tiny_pair):
     from specchat.config import Settings
     from specchat.tui.models import Models
-    from specchat.tui.widgets import StatusBar
+    from specchat.tui.panels import StatusBar
     from tests.support.tui import make_app, send, wait_until
 
     target = lmstudio(tmp_path, tiny_pair[0])

@@ -9,7 +9,7 @@ from textual.widgets import Static
 from specchat.chat import ChatSession
 from specchat.config import read_settings
 from specchat.history import History, Message
-from specchat.tui.widgets import StatsPanel
+from specchat.tui.panels import StatsPanel
 from tests.support.fake_model import WORDS, FakeModel
 from tests.support.tui import FakeModels, long_model, make_app, notices, ready, send, wait_until
 

@@ -159,7 +159,7 @@ async def test_f4_shows_the_last_verdict_beside_its_pair(specchat_home):
     verdicts.save("smollm2-135m", "2026-12-01T10:00:00+0000", {"draft": "break-even (1.01×)", "ngram": "loses here"})
     app = SpecchatApp(Models(), Settings(), history=None, save_settings=False)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")  # nothing pulled
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen" and app.screen.query("#pull-yes"))  # nothing pulled
         await pilot.press("escape")
         await pilot.press("f4")
         await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PairPicker")

@@ -13,11 +13,11 @@ import shutil
 import pytest
 from rich.console import Console
 
-from specchat.store import hub
-from specchat.store import files as store
-from specchat.store.pairs import pair_status, resolve_pair
-from specchat.store.catalog import load_catalog
 from specchat.errors import SpecchatError
+from specchat.store import files as store
+from specchat.store import hub
+from specchat.store.catalog import load_catalog
+from specchat.store.pairs import pair_status, resolve_pair
 from specchat.store.pull import pull_pair
 
 TARGET = os.urandom(3 * 1024 * 1024 + 123)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from specchat.store import mirror
-from specchat.store import files as store
-from specchat.store.pairs import resolve_pair
-from specchat.store.catalog import load_catalog
 from specchat.errors import SpecchatError
+from specchat.store import files as store
+from specchat.store import mirror
+from specchat.store.catalog import load_catalog
+from specchat.store.pairs import resolve_pair
 from specchat.store.pull import pull_pair
 from tests.support.wheels import mirrored_file, wheel_bytes
 

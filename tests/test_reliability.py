@@ -15,15 +15,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specchat.store.catalog import load_catalog
 from specchat.config import Settings, read_settings, save_settings
 from specchat.history import Conversation, Message, to_markdown
 from specchat.stats import Round
+from specchat.store.catalog import load_catalog
 from specchat.themes import load_user_themes
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, UserMessage
-
 from tests.support.hostile import ESCAPES, SHOWN, chat_headless, cli, err_lines, no_controls, put, read_only, specchat
-
 
 # --- markup is never parsed -------------------------------------------------------------
 
@@ -122,7 +120,7 @@ async def test_a_stored_reply_with_escapes_shows_them_visibly(tmp_path):
                                           [{"text": "ok " + ESCAPES + "\x9b2J done", "kind": "target", "drafter": "target"}]))
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        app.load_conversation(conv)
+        app.chat_screen.load_conversation(conv)
         await pilot.pause()
         from tests.support.tui import segments
 
@@ -257,9 +255,8 @@ def test_a_read_only_data_folder_means_chatting_without_saving(tmp_path):
 
 
 async def test_the_app_chats_without_a_history_and_says_so_once(tmp_path):
-    from tests.support.tui import FakeModels, ready, send
-
     from specchat.tui.app import SpecchatApp
+    from tests.support.tui import FakeModels, ready, send
 
     app = SpecchatApp(FakeModels(), Settings(), history=None, history_note="cannot open the history at X (y); chatting without saving",
                       save_settings=False)

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from specchat.store import files as store
-from specchat.store.pairs import resolve_pair
-from specchat.store.catalog import load_catalog
+
 from specchat.config import Settings
 from specchat.errors import SpecchatError
 from specchat.history import History
+from specchat.store import files as store
+from specchat.store.catalog import load_catalog
+from specchat.store.pairs import resolve_pair
 from specchat.store.pull import pull_pair
-
 from tests.support.hostile import cli, err_lines, flip_a_byte, put, read_only, specchat
 
 # --- "verified" means the bytes were hashed -----------------------------------------
@@ -272,7 +272,6 @@ def test_two_pairs_sharing_every_file_are_removed_together(write_pairs):
 async def test_the_chat_refuses_a_damaged_pair_naming_the_file_and_the_fix(pairs, tmp_path):
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models
-
     from tests.support.tui import wait_until
 
     path = store.file_path(pairs.get("one").draft)
@@ -289,12 +288,11 @@ async def test_the_chat_refuses_a_damaged_pair_naming_the_file_and_the_fix(pairs
 async def test_an_unknown_pair_in_the_settings_falls_back_to_the_default(specchat_home):
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models
-
     from tests.support.tui import wait_until
 
     app = SpecchatApp(Models(), Settings(pair="nope"), history=None, save_settings=False)
     async with app.run_test(size=(160, 40)) as pilot:
-        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen" and app.screen.query("#pull-yes"))
         (note,) = [n.message for n in app._notifications if n.title == "model pairs"]
         assert note.startswith("unknown pair 'nope' (known pairs: qwen2.5-coder-1.5b, ")
         assert app.screen.pair_name == load_catalog().default  # offered instead
@@ -303,7 +301,6 @@ async def test_an_unknown_pair_in_the_settings_falls_back_to_the_default(speccha
 async def test_a_broken_pairs_file_never_stops_the_chat(write_pairs, specchat_home):
     from specchat.tui.app import SpecchatApp
     from specchat.tui.models import Models
-
     from tests.support.tui import wait_until
 
     path = write_pairs("[pairs.x\n")

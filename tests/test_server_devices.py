@@ -34,7 +34,7 @@ def docs_with(answer: str, devices) -> dict:
 
 def panel_of(url: str) -> str:
     from specchat.server.session import ServerSession
-    from specchat.tui.widgets import panel_text
+    from specchat.tui.panels import panel_text
 
     session = ServerSession(url)
     try:

@@ -6,10 +6,10 @@ import hashlib
 
 import pytest
 
-from specchat.store import files as store
-from specchat.store.pairs import default_pair_name, pair_status, remove_pair, resolve_pair
-from specchat.store.catalog import ModelFile, load_catalog
 from specchat.errors import SpecchatError
+from specchat.store import files as store
+from specchat.store.catalog import ModelFile, load_catalog
+from specchat.store.pairs import default_pair_name, pair_status, remove_pair, resolve_pair
 from tests.support.hostile import put
 
 PAIRS = """

@@ -14,7 +14,7 @@ from specchat.bench import scorecard
 from specchat.chat import ChatSession
 from specchat.cli import app
 from specchat.server.client import ServerClient, shown_url
-from specchat.tui.actions import keymap_conflicts
+from specchat.tui.keys import keymap_conflicts
 from tests.support.tui import long_model, make_app, ready
 
 

@@ -13,13 +13,8 @@ import pytest
 
 from specchat.chat import ChatSession
 from specchat.config import Settings
-from specchat.tui.widgets import (
-    AssistantMessage,
-    ReplyBody,
-    ReplyChunk,
-    StatsLine,
-    StatusBar,
-)
+from specchat.tui.panels import StatusBar
+from specchat.tui.widgets import AssistantMessage, ReplyBody, ReplyChunk, StatsLine
 from tests.support.fake_model import FakeModel
 from tests.support.tui import (
     DARK,
@@ -36,7 +31,6 @@ from tests.support.tui import (
     start_reply,
     wait_until,
 )
-
 
 pytestmark = pytest.mark.usefixtures("specchat_home")  # settings, themes and history under tmp_path
 
@@ -155,7 +149,7 @@ async def test_live_tok_s_while_generating(tmp_path):
     app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=2000), drafter="ngram")
     async with app.run_test(size=(120, 40)) as pilot:
         await start_reply(pilot)
-        await wait_until(pilot, lambda: (app.live_tok_s or 0) > 0)
+        await wait_until(pilot, lambda: (app.chat.live_tok_s or 0) > 0)
         assert re.search(r" · \d+\.\d tok/s$", str(app.query_one(StatusBar).render()))
         await pilot.press("escape")
         await wait_until(pilot, lambda: not app.generating)

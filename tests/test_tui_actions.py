@@ -13,14 +13,8 @@ import pytest
 from specchat.config import Settings
 from specchat.drafters import NAMES
 from specchat.themes import SPEC_DEFAULTS
-from specchat.tui.widgets import (
-    AssistantMessage,
-    PromptInput,
-    ReplyBody,
-    StatsLine,
-    StatusBar,
-    UserMessage,
-)
+from specchat.tui.panels import StatusBar
+from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, UserMessage
 from tests.support.tui import (
     DARK,
     FakeModels,
@@ -45,7 +39,7 @@ async def test_status_bar_shows_what_auto_picks_while_generating(tmp_path):
     app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=2000), drafter="auto")
     async with app.run_test(size=(160, 40)) as pilot:
         await start_reply(pilot)
-        await wait_until(pilot, lambda: app.auto_choice != "")
+        await wait_until(pilot, lambda: app.chat.auto_choice != "")
         status = str(app.query_one(StatusBar).render())
         assert re.search(r"drafter auto → (off|ngram k=\d+|draft k=\d+) · ", status), status
         await pilot.press("escape")
@@ -101,7 +95,7 @@ async def test_cycle_order_and_skips_without_draft_model(tmp_path):
         seen = []
         for _ in range(3):
             await pilot.press("ctrl+d")
-            seen.append(app.drafter)
+            seen.append(app.chat.drafter)
         # No draft model: draft and hybrid are skipped.
         runnable = [n for n in NAMES if n not in ("draft", "hybrid")]
         assert seen == (runnable[1:] + runnable)[:3]
@@ -111,7 +105,7 @@ async def test_cycle_order_and_skips_without_draft_model(tmp_path):
         seen = []
         for _ in range(len(NAMES)):
             await pilot.press("ctrl+d")
-            seen.append(app.drafter)
+            seen.append(app.chat.drafter)
         assert seen[:3] == ["ngram", "draft", "hybrid"]
         assert seen == list(NAMES[1:]) + ["off"]  # auto, when the registry has it, comes last
         # The draft model was never used, so switching to it says it loads on first use.
@@ -239,7 +233,7 @@ async def test_first_run_offers_to_pull(tmp_path):
     models = FakeModels(pulled=False)
     app = make_app(tmp_path, models=models)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen" and app.screen.query("#pull-yes"))
         assert "not pulled" in str(app.query_one(StatusBar).render())
         question = str(app.screen.query_one("#pull-question").render())
         assert "'fake-pair'" in question and "2.0 GB" not in question  # size from pairs(): 2 MB
@@ -252,7 +246,7 @@ async def test_first_run_offers_to_pull(tmp_path):
 async def test_first_run_not_now_leaves_a_clear_status(tmp_path):
     app = make_app(tmp_path, models=FakeModels(pulled=False))
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen")
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen" and app.screen.query("#pull-yes"))
         await pilot.click("#pull-no")
         await pilot.pause()
         assert app.session is None
@@ -281,9 +275,9 @@ async def test_keymap_remaps_a_binding(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await pilot.press("ctrl+d")
-        assert app.drafter == "off"
+        assert app.chat.drafter == "off"
         await pilot.press("f9")
-        assert app.drafter == "ngram"
+        assert app.chat.drafter == "ngram"
 
 
 async def test_config_errors_are_shown(tmp_path):
@@ -307,15 +301,20 @@ async def test_theme_choice_persists(tmp_path, monkeypatch):
 
 
 async def test_command_palette_lists_every_action(tmp_path):
-    from specchat.tui.app import ACTIONS, SpecchatCommands
+    from specchat.tui.keys import ACTIONS, SpecchatCommands
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        titles = [t for t, _, _ in SpecchatCommands(app.screen)._commands()]
-        assert titles == [a.title for a in ACTIONS]
-        ids = {b.id for bindings in app._bindings.key_to_bindings.values() for b in bindings}
+        commands = {t: run for t, run, _ in SpecchatCommands(app.screen)._commands()}
+        assert list(commands) == [a.title for a in ACTIONS]
+        ids = {b.id for bindings in app.screen._bindings.key_to_bindings.values() for b in bindings}
         assert {a.id for a in ACTIONS} <= ids
+        # Each command runs its action where the key would: the chat's own, and the app's (F3, F4).
+        app.call_later(commands["Drafter"])  # as the palette calls it, from the app's loop
+        await wait_until(pilot, lambda: app.chat.drafter == "off")  # auto → off, the cycle's next
+        app.call_later(commands["History"])
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "HistoryScreen")
 
 
 async def test_legend_shows_the_colours(tmp_path):

@@ -11,7 +11,8 @@ import pytest
 from test_server import acceptance_lines
 
 from specchat.config import Settings
-from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, StatusBar
+from specchat.tui.panels import StatusBar
+from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine
 from tests.support.llamaserver import LlamaServer, plain_args, spec_args
 from tests.support.tui import DARK, make_app, rendered_by_colour, saved, spans_text, wait_until
 
@@ -70,7 +71,7 @@ async def test_chat_colours_each_chunk_from_the_servers_totals(tmp_path, servers
         # ctrl+d: this server takes no per-request settings, so its own is the only one.
         await pilot.press("ctrl+d")
         await pilot.pause()
-        assert app.drafter == "server"
+        assert app.chat.drafter == "server"
         assert any("only" in str(n.message) and "server" in str(n.message) for n in app._notifications)
         # The legend explains the provenance.
         await pilot.press("f1")

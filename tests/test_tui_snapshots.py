@@ -54,7 +54,7 @@ def seeded_app(tmp_path, theme: str = "specchat-dark"):
     async def run_before(pilot):
         await wait_until(pilot, lambda: app.session is not None)
         app.query_one(PromptInput).cursor_blink = False
-        app.load_conversation(cid)
+        app.chat_screen.load_conversation(cid)
         await pilot.pause()
 
     return app, run_before

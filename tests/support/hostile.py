@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from specchat.cli import app as cli_app
 from specchat.store import files as store
 from specchat.store.catalog import ModelFile
-from specchat.cli import app as cli_app
 
 ESCAPES = "\x1b]0;PWNED\x07\x1b[2J"  # retitle the terminal, clear the screen
 SHOWN = "␛]0;PWNED␇␛[2J"  # the same, made visible

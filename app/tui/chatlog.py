@@ -1,0 +1,54 @@
+"""The conversation on screen: messages as they are sent and streamed, a
+stored conversation reopened, the last exchange taken back."""
+
+from __future__ import annotations
+
+from textual.containers import VerticalScroll
+
+from specchat.history import Message as Stored
+from specchat.tui.widgets import AssistantMessage, UserMessage, stored_message
+
+FOLLOW_ROWS = 3  # a view this close to the end follows a streaming reply
+
+
+class ChatLog(VerticalScroll):
+    def add_exchange(self, user_text: str | None, show_rejected: bool) -> AssistantMessage:
+        """The user's message (None: a regenerated reply has none) and an
+        empty reply that the stream fills."""
+        if user_text is not None:
+            self.mount(UserMessage(user_text))
+        reply = AssistantMessage(show_rejected=show_rejected)
+        self.mount(reply)
+        self.scroll_end(animate=False)
+        return reply
+
+    def follow(self) -> None:
+        """Keep the end in view while it is in view; a user scrolled up stays put."""
+        if self.max_scroll_y - self.scroll_y < FOLLOW_ROWS:
+            self.scroll_end(animate=False)
+
+    def last_reply(self) -> AssistantMessage | None:
+        replies = self.query(AssistantMessage)
+        return replies.last() if replies else None
+
+    def drop_last_exchange(self) -> bool:
+        """Remove the last user message and what follows it; whether a
+        finished reply was among them."""
+        children = list(self.children)
+        users = [i for i, w in enumerate(children) if isinstance(w, UserMessage)]
+        had_reply = False
+        if users:
+            for w in children[users[-1] :]:
+                had_reply |= isinstance(w, AssistantMessage) and w.stats is not None
+                w.remove()
+        return had_reply
+
+    def show(self, messages: list[Stored], show_rejected: bool) -> None:
+        """Show a stored conversation in place of what is on screen."""
+        self.remove_children()
+        self.mount_all(stored_message(m, show_rejected) for m in messages)
+        self.scroll_end(animate=False)
+
+    def set_show_rejected(self, show: bool) -> None:
+        for reply in self.query(AssistantMessage):
+            reply.set_show_rejected(show)

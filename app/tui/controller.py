@@ -1,0 +1,216 @@
+"""The chat's state and rules, without a screen: which drafter and k the
+next round runs with, whether a reply, a schema binding or an edit is under
+way, which session the chat drives, and the status bar's figures.
+
+SpecchatApp is the view: it routes keys and worker messages here, shows
+the Notice a rule returns, and renders `status()`. Nothing here imports
+Textual, so the rules are tested as plain Python.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from specchat.drafters import NEEDS_CONSTRAINT, default_k
+from specchat.errors import SpecchatError
+from specchat.tui.conversation import Conversation
+from specchat.tui.models import Session
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line for the user (a Textual toast, in the app)."""
+
+    text: str
+    severity: str = "information"  # "warning", "error"
+    timeout: float = 3
+    title: str = ""
+
+
+@dataclass
+class Status:
+    """What the status bar shows."""
+
+    pair: str = ""
+    drafter: str = ""
+    k: int = 0
+    temp: float = 0.0
+    used: int = 0
+    n_ctx: int = 0
+    live_tok_s: float | None = None  # while generating
+    note: str = ""  # loading…, no model, …
+    choice: str = ""  # auto's latest decision while generating, e.g. "ngram k=6"
+    constraint: str = ""  # what replies must match ("JSON · person.json"), shown as a mark
+
+
+class ChatController:
+    """One chat's state. `drafter` is the drafter chosen (the engine takes
+    it at its next round); `chosen_k` is the k the user picked, or None
+    while each drafter runs at its own k (drafters.default_k), as `run` and
+    `bench` do."""
+
+    def __init__(self, conversation: Conversation, drafter: str, k: int | None = None) -> None:
+        self.conversation = conversation
+        self.session: Session | None = None
+        self.drafter = drafter
+        self.chosen_k = k
+        self.generating = False
+        self.binding = ""  # the schema file being bound on a worker, if one is
+        self.editing = False  # the prompt holds the last message, to resend in its place
+        self.cancel_event = threading.Event()
+        self.live_tok_s: float | None = None  # while generating
+        self.auto_choice = ""  # what auto picked for the latest rounds, while generating
+
+    # --- what may happen now ---------------------------------------------------------
+
+    def busy(self) -> Notice | None:
+        """Why a new turn, pair, schema or conversation must wait, or None."""
+        if self.generating:
+            return Notice("still generating: Esc stops it", "warning")
+        if self.binding:
+            return Notice(f"still binding {self.binding}: a moment", "warning")
+        return None
+
+    # --- the drafter and k --------------------------------------------------------------
+
+    def k_to_open(self) -> int:
+        """The k a pair opens with: the one chosen, else the drafter's own
+        (or, on a pair switch, the k the current session runs at)."""
+        if self.session is not None:
+            return self.session.k
+        return self.chosen_k or default_k(self.drafter)
+
+    def cycle_drafter(self) -> Notice | None:
+        """off → ngram → draft → hybrid → auto, skipping drafters this pair
+        cannot run; until the user picks a k, each runs at its own."""
+        if self.session is None:
+            return None
+        names = self.session.drafter_names()  # a server offers only what it takes per request
+        if len(names) == 1:
+            return Notice(
+                f"drafter: {names[0]} is the only one here (the server takes no per-request speculative settings)",
+                timeout=5,
+            )
+        i = names.index(self.drafter) if self.drafter in names else -1
+        for step in range(1, len(names) + 1):
+            name = names[(i + step) % len(names)]
+            try:
+                self.session.set_drafter(name)
+            except SpecchatError:
+                continue  # this pair has no draft model: skip draft/hybrid
+            if self.chosen_k is None and default_k(name) != default_k(self.drafter):
+                self.session.set_k(default_k(name))
+            self.drafter = name
+            return Notice(f"drafter: {name}{self._switch_note(name)}")
+        return None
+
+    def _switch_note(self, name: str) -> str:
+        note = " (from the next round)" if self.generating else ""
+        if name in ("draft", "hybrid") and not self.session.draft_model_loaded:  # type: ignore[union-attr]
+            note += "; the draft model loads on its first use"
+        if name in NEEDS_CONSTRAINT and not self.session.status().constraint:  # type: ignore[union-attr]
+            note += "; it drafts only while replies are constrained (F8 or /schema FILE): plain steps until then"
+        return note
+
+    def change_k(self, delta: int) -> Notice | None:
+        """k one up or down; from then on every drafter runs at the k chosen here."""
+        if self.session is None:
+            return None
+        try:
+            self.session.set_k(self.session.k + delta)
+        except SpecchatError as err:  # a server that takes no k per request
+            return Notice(err.one_line(), "warning", timeout=8)
+        self.chosen_k = self.session.k
+        return None
+
+    # --- the session ----------------------------------------------------------------------
+
+    def attach(self, session: Session) -> Session | None:
+        """Drive `session` from now on; the conversation goes on with it.
+        Returns the session it replaces, for the caller to close."""
+        old, self.session = self.session, session
+        self.conversation.attach(session)
+        self.drafter = session.drafter_name
+        return old
+
+    @staticmethod
+    def carry_constraint(old: Session | None, new: Session) -> str:
+        """A schema or grammar set before a pair switch holds for the new pair
+        too (bind it on the loading worker); why it cannot, or ""."""
+        spec = old.constraint_spec if old is not None else None
+        if spec is None:
+            return ""
+        try:
+            new.set_constraint(spec)
+        except SpecchatError as err:
+            return err.message
+        return ""
+
+    def toggle_memory(self) -> Notice:
+        on = not self.conversation.memory_on
+        self.conversation.set_memory(on)
+        return Notice("memory on: drafting from your earlier replies" if on else "memory off: emptied for this chat")
+
+    # --- turns ---------------------------------------------------------------------------
+
+    def can_regenerate(self) -> bool:
+        return self.session is not None and not self.generating and bool(self.session.messages)
+
+    def start_editing(self) -> str | None:
+        """The last message, to put in the prompt for resending; None when there is none."""
+        if self.generating or self.session is None:
+            return None
+        text = self.conversation.last_user_text()
+        self.editing = text is not None
+        return text
+
+    def send_kind(self) -> str:
+        """ "edit" when the prompt held the last message, else "reply"; the edit ends here."""
+        kind = "edit" if self.editing else "reply"
+        self.editing = False
+        return kind
+
+    def begin_turn(self) -> threading.Event:
+        """A reply starts: the event that stops it (Esc, quitting)."""
+        self.generating = True
+        self.cancel_event = threading.Event()
+        self.live_tok_s, self.auto_choice = 0.0, ""
+        return self.cancel_event
+
+    def end_turn(self) -> None:
+        self.generating = False
+        self.live_tok_s, self.auto_choice = None, ""
+
+    def cancel(self) -> str | None:
+        """Esc: "stopping" a reply under way, "unediting" an edit, or None."""
+        if self.generating:
+            self.cancel_event.set()
+            return "stopping"
+        if self.editing:
+            self.editing = False
+            return "unediting"
+        return None
+
+    def new_chat(self) -> None:
+        self.conversation.new()
+        self.editing = False
+
+    # --- the status bar ----------------------------------------------------------------
+
+    def status(self, note: str) -> Status:
+        if self.session is None:
+            return Status(note=note)
+        s = self.session.status()
+        return Status(
+            s.pair,
+            self.drafter,
+            s.k,
+            s.temp,
+            s.context_used,
+            s.n_ctx,
+            self.live_tok_s,
+            note,
+            choice=self.auto_choice,
+            constraint=s.constraint,
+        )

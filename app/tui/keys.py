@@ -1,0 +1,111 @@
+"""Every key of the chat, in one table: ACTIONS makes the bindings (each
+with an id, so `[keymap]` in the settings can remap it), the command
+palette and the legend's key list. What each one does is SpecchatApp's
+`action_<name>`, which asks the ChatController (controller.py) for the rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str  # binding id: remap with [keymap] in settings.toml
+    keys: str
+    action: str
+    title: str
+    help: str
+    show: bool = False
+    priority: bool = False  # wins over the prompt's own keys (ctrl+d, ctrl+t, …)
+
+
+ACTIONS = [
+    Action(
+        "cycle_drafter",
+        "ctrl+d",
+        "cycle_drafter",
+        "Drafter",
+        "Cycle the drafter (from the next round, also mid-reply)",
+        True,
+        True,
+    ),
+    Action("k_up", "ctrl+up", "k_up", "k+", "Let the drafter propose one more token per round", False, True),
+    Action("k_down", "ctrl+down", "k_down", "k−", "Let the drafter propose one token fewer per round", False, True),
+    Action("cancel", "escape", "cancel", "Cancel", "Stop at the next round; the partial reply stays", True),
+    Action("toggle_rejected", "ctrl+t", "toggle_rejected", "Rejected", "Hide or show rejected drafts", True, True),
+    Action("legend", "f1", "legend", "Legend", "What the colours and numbers mean; every key", True),
+    Action("stats_panel", "f2", "stats_panel", "Stats", "Show or hide the stats panel", True),
+    Action("history", "f3", "app.history", "History", "Reopen, rename, delete or export a conversation", True),
+    Action("pairs", "f4", "app.pairs", "Pairs", "Switch to another model pair (pull it if needed)", True),
+    Action("markdown", "f5", "markdown", "Markdown", "Flip the last reply between colours and rendered Markdown"),
+    Action("copy_reply", "f6", "copy_reply", "Copy reply", "Copy the last reply to the clipboard", False, True),
+    Action("copy_code", "f7", "copy_code", "Copy code", "Copy the last reply's last code block", False, True),
+    Action("regenerate", "ctrl+r", "regenerate", "Regenerate", "Generate the last reply again", True, True),
+    Action("edit_last", "ctrl+l", "edit_last", "Edit last", "Edit and resend your last message", False, True),
+    Action("new_chat", "ctrl+n", "new_chat", "New chat", "Start a new conversation", True, True),
+    Action(
+        "memory",
+        "f10",
+        "memory",
+        "Memory",
+        "Draft from your earlier replies in the history, or not, in this chat (on at start; off empties the memory)",
+    ),
+    Action(
+        "json_schema",
+        "f8",
+        "json_schema",
+        "Reply as JSON matching…",
+        "Constrain the replies to a JSON schema file (/schema FILE before a message does the same; off frees them)",
+    ),
+]
+
+
+class SpecchatCommands(Provider):
+    """The command palette, from the ACTIONS table."""
+
+    def _commands(self):
+        run, screen = self.app.run_action, self.screen  # the chat's screen, which the palette opened over
+        for a in ACTIONS:
+            yield a.title, partial(run, a.action, screen), a.help
+
+    async def discover(self) -> Hits:
+        for title, run, help_text in self._commands():
+            yield DiscoveryHit(title, run, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, run, help_text in self._commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), run, help=help_text)
+
+
+def legend_keys(bindings: list[Binding], display: Callable[[Binding], str]) -> list[tuple[str, str]]:
+    """(key as shown, what it does) for each of ACTIONS bound now, once each,
+    after the user's [keymap]."""
+    ours = {a.id for a in ACTIONS}
+    seen: dict[str, Binding] = {}
+    for b in bindings:
+        if b.id in ours and b.id not in seen:
+            seen[b.id] = b
+    return [(b.key_display or display(b), b.description) for b in seen.values()]
+
+
+def keymap_conflicts(keymap: dict[str, str]) -> list[str]:
+    """One line per key that [keymap] leaves bound to more than one action
+    (only one of them would run, and the other would have no key)."""
+    by_key: dict[str, list[str]] = {}
+    for a in ACTIONS:
+        for key in keymap.get(a.id, a.keys).split(","):
+            by_key.setdefault(key.strip(), []).append(a.id)
+    return [
+        f"keymap: {key} is bound to {' and '.join(ids)}; only one of them runs, so remap the others"
+        for key, ids in by_key.items()
+        if key and len(ids) > 1
+    ]

@@ -1,0 +1,123 @@
+"""The chat's status bar (the controller's Status) and the stats panel (F2):
+every figure of the turns so far, and where each model runs."""
+
+from __future__ import annotations
+
+from textual.containers import Vertical
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widgets import Sparkline, Static
+
+from specchat.display import device_text, number
+from specchat.textsafe import safe_text
+from specchat.tui.controller import Status
+
+
+class StatusBar(Static):
+    status: reactive[Status] = reactive(Status, always_update=True)
+
+    def render(self) -> Content:
+        s = self.status
+        if not s.pair:
+            return Content(safe_text(s.note or "no model loaded"))
+        parts = [
+            Content.styled(safe_text(s.pair), "bold"),
+            Content.assemble(
+                "drafter ", (s.drafter, "bold $accent"), (f" → {s.choice}" if s.choice else "", "$accent")
+            ),
+            Content(f"k {s.k}" if s.k else "k set by the server"),  # a server that takes no k per request
+            *([Content.styled(safe_text(f"⟨{s.constraint}⟩"), "bold $spec-grammar")] if s.constraint else []),
+            Content(f"temp {s.temp:g}"),
+            Content(f"ctx {s.used}/{s.n_ctx}"),
+        ]
+        if s.live_tok_s is not None:
+            parts.append(Content.styled(f"{s.live_tok_s:.1f} tok/s", "bold"))
+        if s.note:
+            parts.append(Content.styled(safe_text(s.note), "italic"))
+        return Content(" · ").join(parts)
+
+
+# --- stats panel ------------------------------------------------------------------
+
+
+def bar(share: float, width: int = 20) -> str:
+    full = round(max(0.0, min(1.0, share)) * width)
+    return "█" * full + "·" * (width - full)
+
+
+class StatsPanel(Vertical):
+    """Per-turn α and speedup, per-position acceptance, totals, time split."""
+
+    def compose(self):
+        yield Static("Stats", classes="panel-title")
+        yield Static("α per reply", classes="panel-label")
+        yield Sparkline([], id="alpha-spark")
+        yield Static("speedup per reply", classes="panel-label")
+        yield Sparkline([], id="speedup-spark")
+        yield Static("", id="panel-numbers")
+
+    def show(self, turns: list[dict], devices: dict | None = None) -> None:
+        self.query_one("#alpha-spark", Sparkline).data = [t.get("alpha", 0.0) for t in turns]
+        self.query_one("#speedup-spark", Sparkline).data = [t.get("speedup") or 0.0 for t in turns]
+        self.query_one("#panel-numbers", Static).update(panel_text(turns, devices or {}))
+
+
+def devices_content(devices: dict) -> list[Content]:
+    """Where the target and the draft model run: backend, device, layers offloaded;
+    on a server, the target's line only (what the server reports of its devices)."""
+    on_server = "server" in (devices.get("target") or {})
+    roles = ("target",) if on_server else ("target", "draft")
+    return [Content(f"{role:>6}: {safe_text(device_text(devices.get(role)))}") for role in roles]
+
+
+def memory_line(stats: dict) -> str:
+    """What the memory holds and what it gave the last reply."""
+    return (
+        f"memory: {stats.get('memory_held', 0):,} tokens held · "
+        f"{stats.get('memory_accepted', 0)} of the last reply's tokens drafted from it"
+    )
+
+
+def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
+    where = devices_content(devices) + [Content("")] if devices and devices.get("target") else []
+    if not turns:
+        return Content("\n").join(where + [Content("no replies yet")])
+    last = turns[-1]
+    lines = where + [
+        Content(f"last α {last.get('alpha', 0):.2f} · speedup {number(last.get('speedup'), '.2f', '×')}"),
+        Content(""),
+        Content("acceptance by draft position (last reply)"),
+    ]
+    for i, share in enumerate(last.get("per_position_acceptance") or []):
+        lines.append(Content.assemble(f"{i + 1:>3} ", (bar(share), "$spec-accepted"), f" {share * 100:3.0f}%"))
+    if last.get("memory_held") is not None:
+        lines += [Content(""), Content(memory_line(last))]
+    drafted = sum(t.get("drafted", 0) for t in turns)
+    accepted = sum(t.get("accepted", 0) for t in turns)
+    rate = accepted / drafted * 100 if drafted else 0.0
+    lines += [
+        Content(""),
+        Content(f"totals: {drafted} drafted · {accepted} accepted ({rate:.0f}%)"),
+        Content(f"        {sum(t.get('tokens', 0) for t in turns)} tokens in {len(turns)} replies"),
+        Content(""),
+        Content("time split (all replies)"),
+    ]
+    split = {k: sum(t.get(f"t_{k}", 0.0) for t in turns) for k in ("draft", "verify", "plain", "other")}
+    total = sum(split.values())
+    colours = {"draft": "$spec-model", "verify": "$primary", "plain": "$text-muted", "other": "$warning"}
+    if not total:  # a server's replies: it reports its whole decode time only
+        lines.append(Content("        not reported by the server"))
+    else:
+        for name, secs in split.items():
+            share = secs / total
+            lines.append(
+                Content.assemble(f"{name:>7} ", (bar(share), colours[name]), f" {share * 100:3.0f}% {secs:.2f}s")
+            )
+    timed = [t for t in turns if t.get("t_llama") is not None and t.get("t_decode")]
+    if timed:  # time inside llama.cpp; what is left is specchat's (Python, drafting, bookkeeping)
+        inside = sum(t["t_llama"] for t in timed) / sum(t["t_decode"] for t in timed)
+        lines.append(Content(f"inside llama.cpp {inside * 100:.1f}% · specchat {(1 - inside) * 100:.1f}%"))
+    return Content("\n").join(lines)
+
+
+# --- prompt input -----------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""The chat's rules as plain Python (tui/controller.py): which drafter and
+k the next round runs with, what waits while a reply or a schema binding
+is under way, Esc and the edit of the last message, what a pair switch
+carries over, and the status bar's figures. No Textual app runs here; the
+Pilot tests keep what a person sees."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.chat import ChatSession
+from specchat.drafters import NAMES
+from specchat.errors import SpecchatError
+from specchat.schema import GrammarSpec
+from specchat.tui.controller import ChatController, Notice
+from specchat.tui.conversation import Conversation
+from tests.support.tui import long_model, noisy_draft
+
+
+def session(drafter: str = "auto", k: int | None = None, draft=noisy_draft) -> ChatSession:
+    from specchat.drafters import default_k
+
+    return ChatSession(long_model(), load_draft_model=draft, drafter=drafter, k=k or default_k(drafter),
+                       pair="fake-pair", max_tokens=8)  # fmt: skip
+
+
+def controller(drafter: str = "auto", k: int | None = None, draft=noisy_draft) -> ChatController:
+    chat = ChatController(Conversation(None, warn=print), drafter, k)
+    chat.attach(session(drafter, chat.k_to_open(), draft))
+    return chat
+
+
+def test_each_drafter_runs_at_its_own_k_until_one_is_chosen():
+    chat = controller("draft")
+    assert chat.session.k == 4
+    assert chat.cycle_drafter() == Notice("drafter: hybrid; the draft model loads on its first use")
+    assert (chat.drafter, chat.session.k) == ("hybrid", 4)
+    chat.cycle_drafter()
+    assert (chat.drafter, chat.session.k) == ("grammar", 16)
+    assert chat.change_k(-1) is None and chat.chosen_k == 15  # chosen: it holds for every drafter
+    for _ in range(5):
+        chat.cycle_drafter()
+    assert (chat.drafter, chat.session.k) == ("draft", 15)
+    assert chat.status("").k == 15 and chat.status("").drafter == "draft"
+
+
+def test_a_pair_opens_at_the_chosen_k_or_the_drafters_own():
+    chat = ChatController(Conversation(None, warn=print), "draft", None)
+    assert chat.k_to_open() == 4
+    chat = ChatController(Conversation(None, warn=print), "ngram", None)
+    assert chat.k_to_open() == 16
+    chat = ChatController(Conversation(None, warn=print), "ngram", 7)
+    assert chat.k_to_open() == 7
+    chat.attach(session("ngram", 9))
+    assert chat.k_to_open() == 9  # a switch keeps the k the chat runs at
+
+
+def test_the_cycle_skips_what_the_pair_cannot_run_and_says_what_a_switch_means():
+    chat = controller("off", draft=None)
+    seen = []
+    for _ in range(len(NAMES) - 2):
+        chat.cycle_drafter()
+        seen.append(chat.drafter)
+    assert seen == [n for n in NAMES if n not in ("off", "draft", "hybrid")] + ["off"]
+    chat = controller("hybrid")
+    chat.generating = True
+    while chat.drafter != "grammar":
+        notice = chat.cycle_drafter()
+    assert notice == Notice(
+        "drafter: grammar (from the next round); it drafts only while replies are constrained "
+        "(F8 or /schema FILE): plain steps until then"
+    )
+
+
+def test_a_draft_model_not_loaded_yet_is_said_to_load_on_first_use():
+    from tests.support.fake_model import FakeModel
+
+    loaded = []
+
+    def load():
+        loaded.append(1)
+        return FakeModel()
+
+    chat = controller("ngram", draft=load)
+    assert chat.cycle_drafter() == Notice("drafter: draft; the draft model loads on its first use")
+    assert not loaded
+
+
+def test_while_a_reply_or_a_binding_runs_other_work_waits():
+    chat = controller()
+    assert chat.busy() is None
+    cancel = chat.begin_turn()
+    assert chat.busy() == Notice("still generating: Esc stops it", "warning")
+    assert not chat.can_regenerate() and chat.start_editing() is None
+    assert chat.cancel() == "stopping" and cancel.is_set()
+    chat.end_turn()
+    chat.binding = "person.json"
+    assert chat.busy() == Notice("still binding person.json: a moment", "warning")
+
+
+def test_escape_leaves_an_edit_and_an_edit_resends_in_place():
+    chat = controller()
+    assert chat.start_editing() is None and not chat.editing  # nothing sent yet
+    chat.session.reply("first")
+    assert chat.start_editing() == "first" and chat.editing
+    assert chat.cancel() == "unediting" and not chat.editing
+    assert chat.cancel() is None
+    chat.start_editing()
+    assert chat.send_kind() == "edit" and chat.send_kind() == "reply"
+
+
+def test_memory_on_and_off():
+    chat = controller()
+    assert chat.toggle_memory() == Notice("memory off: emptied for this chat")
+    assert chat.toggle_memory() == Notice("memory on: drafting from your earlier replies")
+
+
+class Holder:
+    """Just what carry_constraint reads of a session: its constraint, and
+    whether it can take another (a pair whose vocabulary cannot)."""
+
+    def __init__(self, spec: GrammarSpec | None = None, refuse: str = "") -> None:
+        self.constraint_spec, self.refuse = spec, refuse
+
+    def set_constraint(self, spec: GrammarSpec | None) -> None:
+        if self.refuse:
+            raise SpecchatError(self.refuse)
+        self.constraint_spec = spec
+
+
+def test_a_pair_switch_carries_the_schema_or_says_why_not():
+    spec = GrammarSpec('root ::= "yes" | "no"', "yes-no.gbnf")
+    new = Holder()
+    assert ChatController.carry_constraint(Holder(spec), new) == "" and new.constraint_spec is spec
+    assert ChatController.carry_constraint(Holder(spec), Holder(refuse="no token spells 'yes'")) == (
+        "no token spells 'yes'")  # fmt: skip
+    assert ChatController.carry_constraint(None, Holder(refuse="never asked")) == ""
+    chat = controller()
+    old, replacement = chat.session, session()
+    assert chat.attach(replacement) is old and chat.session is replacement
+
+
+@pytest.mark.parametrize("generating", [False, True])
+def test_the_status_shows_the_session_and_the_live_figures(generating):
+    chat = controller("ngram", 6)
+    if generating:
+        chat.begin_turn()
+        chat.live_tok_s, chat.auto_choice = 12.5, "ngram k=6"
+    s = chat.status("a note")
+    assert (s.pair, s.drafter, s.k, s.note) == ("fake-pair", "ngram", 6, "a note")
+    assert (s.live_tok_s, s.choice) == ((12.5, "ngram k=6") if generating else (None, ""))
+    assert ChatController(Conversation(None, warn=print), "auto").status("loading…").note == "loading…"
