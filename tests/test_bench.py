@@ -12,7 +12,9 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from specchat.bench import measure as measure_mod
-from specchat.bench.runner import Bench, make_plan, show, write_json
+from specchat.bench.plan import make_plan
+from specchat.bench.report import show, write_json
+from specchat.bench.runner import Bench
 from specchat.bench.scorecard import CostCurve, Run, break_even, rows
 from specchat.bench.suites import SUITES, Prompt, Suite, load_suite
 from specchat.cli import app

@@ -11,7 +11,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from specchat.bench.runner import make_plan, show
+from specchat.bench.plan import make_plan
+from specchat.bench.report import show
 from specchat.bench.scorecard import Run, overall
 from specchat.bench.suites import load_prompts
 from specchat.cli import app

@@ -225,7 +225,7 @@ def json_kind(v: dict) -> str:
 
 
 def test_schema_lines_count_valid_replies_and_name_each_failure():
-    from specchat.bench import scorecard
+    from specchat.bench import report, scorecard
     from specchat.stats import TurnStats
 
     def run(seq, prompt, drafter, valid, error=None):
@@ -238,7 +238,7 @@ def test_schema_lines_count_valid_replies_and_name_each_failure():
             run(2, "order", "off", False, "the reply did not finish"),
             run(3, "order", "grammar", False, "does not match order.schema.json: 'x' is not one of ['EUR']"),
             {**run(4, "x", "off", None), "suite": "math"}]
-    assert scorecard.schema_lines(runs) == [
+    assert report.schema_lines(runs) == [
         "json: 2 of 4 replies parse as JSON and match their prompt's schema",
         "  order · off: the reply did not finish",
         "  order · grammar k=16: does not match order.schema.json: 'x' is not one of ['EUR']",

@@ -10,7 +10,7 @@ import os
 from rich.console import Console
 from typer.testing import CliRunner
 
-from specchat.bench import scorecard
+from specchat.bench import report
 from specchat.chat import ChatSession
 from specchat.cli import app
 from specchat.server.client import ServerClient, shown_url
@@ -51,7 +51,7 @@ def test_a_suite_name_with_escapes_and_markup_is_shown_as_text():
              "tok_s": 10.0, "off_tok_s": 10.0, "speedup": 1.0, "identical_rate": 1.0,
              "shares": {"draft": 0, "verify": 0, "plain": 1, "other": 0}, "per_position_acceptance": []}]
     console = Console(width=200, record=True, color_system=None)
-    console.print(scorecard.table(rows, title="bench on [bold]pair[/bold]\x1b[2J"))
+    console.print(report.table(rows, title="bench on [bold]pair[/bold]\x1b[2J"))
     text = console.export_text()
     assert "␛[31mred[bold]x[/bold]" in text and "bench on [bold]pair[/bold]␛[2J" in text
     assert "\x1b" not in text

@@ -33,7 +33,9 @@ from rich.console import Console
 
 from specchat.bench import scorecard
 from specchat.bench.measure import measure_cost_curve, step_noise
-from specchat.bench.runner import Bench, Plan, open_bench_session
+from specchat.bench.plan import Plan
+from specchat.bench.report import curve_line
+from specchat.bench.runner import Bench, open_bench_session
 from specchat.bench.scorecard import LOSS, WIN, CostCurve
 from specchat.bench.suites import Suite, load_prompts, load_suite
 from specchat.errors import SpecchatError
@@ -177,8 +179,7 @@ def lines(result: dict) -> list[str]:
     out = [
         f"specchat models check · {result['pair']} · {m['cpu_model']}, {m['threads']} threads · "
         f"{len(result['prompts'])} prompts of {result['max_tokens']} tokens",
-        f"target step {result['target_step_s'] * 1e3:.1f} ms; "
-        + scorecard.curve_line(CostCurve.from_dict(result["cost_curve"])),
+        f"target step {result['target_step_s'] * 1e3:.1f} ms; " + curve_line(CostCurve.from_dict(result["cost_curve"])),
     ]
     for role, a in result.get("architecture", {}).items():
         if a is not None:

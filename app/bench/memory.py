@@ -25,7 +25,7 @@ from importlib import resources
 from rich.console import Console
 from rich.table import Table
 
-from specchat.bench.runner import write_json
+from specchat.bench.report import write_json
 from specchat.bench.suites import load_prompts, load_suite
 from specchat.chat import ChatSession
 from specchat.drafters import default_k

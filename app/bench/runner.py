@@ -16,14 +16,11 @@ context. scorecard.py does the arithmetic and the output.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -36,7 +33,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from specchat import checks, paths
+from specchat import checks
 from specchat.bench import scorecard
 from specchat.bench.measure import (
     bare_greedy,
@@ -47,99 +44,17 @@ from specchat.bench.measure import (
     peak_rss_mb,
     time_ngram_proposals,
 )
+from specchat.bench.plan import Plan, items, make_plan
+from specchat.bench.report import show, write_json
 from specchat.bench.scorecard import OFF, REFERENCE, CostCurve, Run
-from specchat.bench.suites import SUITES, Prompt, Suite, load_prompts, load_suite
+from specchat.bench.suites import Prompt, Suite
 from specchat.chat import ChatSession
-from specchat.drafters import default_k
-from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
 from specchat.schema import check_reply
 from specchat.stats import TurnStats, first_difference, position_counts
 from specchat.textsafe import safe_text
 
 WIDE = 160  # output width when stdout is not a terminal
-
-
-# --- what to run ---------------------------------------------------------------------------
-
-
-@dataclass
-class Plan:
-    suites: list[Suite]
-    drafters: list[str]  # the configurations' drafters; off always runs as their partner
-    ks: list[int]
-    max_tokens: int = 128
-    repeats: int = 1
-    temp: float = 0.0
-    extras: bool = True  # the reference loop and the n-gram timing (a models check skips both)
-
-    @property
-    def configs(self) -> list[tuple[str, int]]:
-        """(drafter, k) for every B run; the reference loop last."""
-        pairs = []
-        for d in self.drafters:  # "auto:16" runs auto at k=16 only
-            name, _, fixed = d.partition(":")
-            ks = [int(fixed)] if fixed else self.ks or [default_k(name)]  # no --k: the drafter's own
-            pairs += [(name, k) for k in ks]
-        return pairs + [(REFERENCE, 0)] * self.extras
-
-    @property
-    def max_k(self) -> int:
-        return max(k for _, k in self.configs)
-
-    @property
-    def total_runs(self) -> int:
-        prompts = sum(len(s.prompts) for s in self.suites)
-        return prompts * self.repeats * (len(self.configs) + 1)
-
-    def to_dict(self) -> dict:
-        return {
-            "suites": [s.name for s in self.suites],
-            "drafters": [OFF] + self.drafters,
-            "ks": self.ks,
-            "max_tokens": self.max_tokens,
-            "repeats": self.repeats,
-            "temp": self.temp,
-            "baseline_every": 0,  # no do-nothing arm inside a run: off is measured beside it
-            "order": "per prompt: A = off, then each configuration in turn as B (A B B … A B B …)",
-        }
-
-
-def _items(text: str) -> list[str]:
-    return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
-
-
-def make_plan(
-    suites: str,
-    drafters: str,
-    ks: str,
-    max_tokens: int = 128,
-    repeats: int = 1,
-    temp: float = 0.0,
-    prompts: str | None = None,
-) -> Plan:
-    """Check the command's options and turn them into a plan; `prompts` (a
-    folder of .txt files or a suite file) is the only suite where given."""
-    from specchat import checks
-
-    names = _items(drafters)
-    try:
-        for item in names:
-            name, _, fixed = item.partition(":")
-            checks.drafter(name, "--drafters")
-            if fixed:
-                checks.k(int(fixed), f"--drafters {name}:K")
-        k_values = [int(k) for k in _items(ks)]
-    except ValueError:
-        raise SpecchatError(f"--k takes whole numbers, got {ks!r}", hint="for example --k 1,2,4,8", code=2) from None
-    for k in k_values:
-        checks.k(k)
-    if max_tokens < 1 or repeats < 1 or temp < 0:
-        raise SpecchatError("--max-tokens and --repeats must be ≥ 1 and --temp ≥ 0", code=2)
-    suite_list = [load_prompts(prompts)] if prompts else [load_suite(s) for s in _items(suites)]
-    if not suite_list:
-        raise SpecchatError("no suites given", hint=f"choose from: {', '.join(SUITES)}", code=2)
-    return Plan(suite_list, [n for n in names if n != OFF], k_values, max_tokens, repeats, temp)
 
 
 # --- the bench ---------------------------------------------------------------------------------
@@ -384,53 +299,6 @@ def open_bench_session(
     return session, {"name": label, "target": file_facts(t_path), "draft": file_facts(d_path)}
 
 
-def show(report: dict, console: Console) -> None:
-    """The scorecard table and the lines under it."""
-    m = report["machine"]
-    title = (
-        f"specchat bench · {report['pair']['name']} · {m['cpu_model']}, {m['threads']} threads · "
-        f"max {report['settings']['max_tokens']} tokens, temp {report['settings']['temp']}"
-    )
-    console.print(scorecard.table(report["rows"], title=title))
-    console.print(Text(safe_text(scorecard.devices_line(m.get("devices") or {})), style="dim"))
-    console.print(
-        "tok/s: decode only, prefill excluded · off: the off runs decoded in the same prompt cycles as that row · "
-        "same: output identical to off · draft/verify/plain/other: shares of decode time · "
-        "reference: a bare greedy loop on the driver, no engine",
-        style="dim",
-    )
-    if report["cost_curve"]:
-        console.print(scorecard.curve_line(CostCurve.from_dict(report["cost_curve"])))
-    for line in scorecard.break_even_lines(report["break_even"]):
-        console.print(line)
-    if report["ngram_proposal"]:
-        console.print(scorecard.ngram_line(report["ngram_proposal"]))
-    for line in scorecard.spread_lines(report.get("overall", [])):
-        console.print(line)
-    for line in scorecard.schema_lines(report.get("runs", [])):
-        console.print(line)
-    peak = max((r["peak_rss_mb"] for r in report["rows"]), default=0.0)
-    console.print(f"peak RSS {peak:.0f} MB")
-    la = m["load_average"]
-    console.print(f"load average {la['start'][0]:.2f} at start, {la.get('end', [0])[0]:.2f} at end", style="dim")
-    spread = report.get("off_spread")
-    if spread and spread > scorecard.NOISY:
-        console.print(
-            f"warning: the off runs' speed varied {spread:.1f}× during the bench: the machine was busy, "
-            "so these figures are noisy (speedup_median in the JSON is the robust one)",
-            style="yellow",
-        )
-    if report["interrupted"]:
-        console.print(
-            f"interrupted: partial results ({report['runs_done']} of {report['runs_planned']} runs)", style="yellow"
-        )
-
-
-def write_json(report: dict, path: str) -> None:
-    """The report, written whole or not at all (the path was checked before the work: checks.output_file)."""
-    paths.write_atomic(Path(path).expanduser().absolute(), json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-
-
 def run_command(
     *,
     pair: str | None,
@@ -451,7 +319,7 @@ def run_command(
     """`specchat bench` (but `--suites memory`: memory.run_command); returns
     the exit code (130 when stopped with Ctrl-C)."""
     if json_file:
-        checks.output_file(json_file, "--json", inputs=(prompts, *[s for s in _items(suites) if s.endswith(".toml")]))
+        checks.output_file(json_file, "--json", inputs=(prompts, *[s for s in items(suites) if s.endswith(".toml")]))
     plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp, prompts)
     console = Console(highlight=False)
     if not console.is_terminal:

@@ -12,14 +12,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from rich import box
-from rich.table import Table
-from rich.text import Text
-
 from specchat.costmodel import interpolate
-from specchat.display import device_text, number
 from specchat.stats import TurnStats
-from specchat.textsafe import safe_text
 
 OFF = "off"
 REFERENCE = "reference"  # the bare greedy loop, no engine
@@ -149,12 +143,12 @@ def rows(runs: list[Run]) -> list[dict]:
     and B leaves its last A run out of that comparison).
     """
     out = []
-    for suite in _unique(r.suite for r in runs):
+    for suite in unique(r.suite for r in runs):
         in_suite = [r for r in runs if r.suite == suite]
         off = [r for r in in_suite if r.slot == "A"]
         if off:
             out.append(_row(suite, OFF, 0, off, off))
-        for drafter, k in _unique((r.drafter, r.k) for r in in_suite if r.slot == "B"):
+        for drafter, k in unique((r.drafter, r.k) for r in in_suite if r.slot == "B"):
             b = [r for r in in_suite if r.slot == "B" and r.drafter == drafter and r.k == k]
             cycles = {r.cycle for r in b}
             a = [r for r in off if r.cycle in cycles]
@@ -198,21 +192,6 @@ def _share(flags) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def schema_lines(runs: list[dict]) -> list[str]:
-    """Per suite whose prompts carry a schema: how many replies parse and
-    match it, and each one that does not."""
-    out = []
-    for suite in _unique(r["suite"] for r in runs if r.get("valid") is not None):
-        checked = [r for r in runs if r["suite"] == suite and r.get("valid") is not None]
-        good = sum(r["valid"] for r in checked)
-        out.append(f"{suite}: {good} of {len(checked)} replies parse as JSON and match their prompt's schema")
-        for r in checked:
-            if not r["valid"]:
-                k = f" k={r['k']}" if r["k"] else ""
-                out.append(f"  {r['prompt']} · {r['drafter']}{k}: {safe_text(r['schema_error'])}")
-    return out
-
-
 def _median_pair_ratio(runs: list[Run], paired_off: list[Run]) -> float | None:
     """The median over pairs of B tok/s / A tok/s: robust to one pair that a
     burst of load slowed down, which the ratio of totals is not."""
@@ -226,7 +205,7 @@ def off_spread(runs: list[Run]) -> float | None:
     return max(speeds) / min(speeds) if speeds else None
 
 
-def _unique(items) -> list:
+def unique(items) -> list:
     return list(dict.fromkeys(items))
 
 
@@ -280,7 +259,7 @@ def break_even(curve: CostCurve, runs: list[Run]) -> list[dict]:
     """
     out = []
     b_runs = [r for r in runs if r.slot == "B" and r.drafter != REFERENCE]
-    for drafter, k in _unique((r.drafter, r.k) for r in b_runs):
+    for drafter, k in unique((r.drafter, r.k) for r in b_runs):
         t = totals([r for r in b_runs if r.drafter == drafter and r.k == k])
         out.append(_break_even_row(curve, drafter, k, t))
     return out
@@ -302,83 +281,6 @@ def _break_even_row(curve: CostCurve, drafter: str, k: int, t: Totals) -> dict:
         needed_alpha=(draft + verify + other) / curve.step,
     )
     return row
-
-
-# --- output ------------------------------------------------------------------------------
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:.0%}"
-
-
-def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
-    """The scorecard: one line per suite and configuration."""
-    t = Table(title=Text(safe_text(title)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for name in ("suite", "drafter", "k"):
-        t.add_column(name, no_wrap=True)
-    for name in ("α", "acc", "tok/s", "off", "speedup", "same", "draft", "verify", "plain", "other"):
-        t.add_column(name, justify="right", no_wrap=True)
-    t.add_column("acc by position", no_wrap=True)
-    last_suite = None
-    for r in report_rows:
-        if last_suite is not None and r["suite"] != last_suite:
-            t.add_section()
-        last_suite = r["suite"]
-        drafted = r["drafter"] not in (OFF, REFERENCE)
-        sh = r["shares"]
-        t.add_row(
-            Text(safe_text(r["suite"])),  # a user's suite name is text, never markup or terminal control
-            Text(safe_text(r["drafter"])),
-            str(r["k"]) if drafted else "",
-            number(r["alpha"]) if drafted else "",
-            _pct(r["acceptance_rate"]) if drafted else "",
-            number(r["tok_s"], ".1f"),
-            number(r["off_tok_s"], ".1f"),
-            number(r["speedup"], ".2f", "×"),
-            _pct(r["identical_rate"]) if r["drafter"] != OFF else "",
-            _pct(sh["draft"]),
-            _pct(sh["verify"]),
-            _pct(sh["plain"]),
-            _pct(sh["other"]),
-            " ".join(f"{a * 100:.0f}" for a in r["per_position_acceptance"][:POSITIONS_SHOWN]),
-        )
-    return t
-
-
-def devices_line(devices: dict) -> str:
-    """Where the target and the draft model ran (llama.placement's dicts)."""
-    return " · ".join(f"{role}: {device_text(devices.get(role))}" for role in ("target", "draft"))
-
-
-def curve_line(curve: CostCurve) -> str:
-    points = " · ".join(
-        f"{n}: {t * 1e3:.1f} ms {x:.2f}×" for n, t, x in zip(curve.positions, curve.seconds, curve.ratios())
-    )
-    return f"verify cost curve (positions: time, steps) at {curve.context_tokens} context tokens: {points}"
-
-
-def break_even_lines(items: list[dict]) -> list[str]:
-    lines = []
-    for b in items:
-        name = f"{b['drafter']} k={b['k']}"
-        if b["needed_alpha"] is None:
-            lines.append(f"break-even {name}: never drafted")
-            continue
-        verdict = "above" if b["measured_alpha"] >= b["needed_alpha"] else "below"
-        lines.append(
-            f"break-even {name}: needs α ≥ {b['needed_alpha']:.2f}, measured {b['measured_alpha']:.2f} ({verdict}) · "
-            f"per round in steps: verify {b['verify_steps']:.2f} (mean draft {b['mean_draft']:.1f}) "
-            f"+ draft {b['draft_steps']:.2f} + other {b['other_steps']:.2f}"
-        )
-    return lines
-
-
-def ngram_line(t: dict) -> str:
-    mark = "ok" if t["ok"] else "OVER"
-    return (
-        f"n-gram proposal at {t['context_tokens']} context tokens: mean {t['mean_ms']:.3f} ms, "
-        f"p99 {t['p99_ms']:.3f} ms over {t['calls']} calls (bar: mean < {t['bar_ms']} ms, {mark})"
-    )
 
 
 # --- the spread: a speedup the machine's own noise could explain -------------------------
@@ -409,12 +311,12 @@ def overall(runs: list[Run]) -> list[dict]:
     speedup is measurable, and the suite where it did best."""
     out = []
     b_runs = [r for r in runs if r.slot == "B" and r.drafter != REFERENCE]
-    for drafter, k in _unique((r.drafter, r.k) for r in b_runs):
+    for drafter, k in unique((r.drafter, r.k) for r in b_runs):
         b = [r for r in b_runs if r.drafter == drafter and r.k == k]
         off = [r for r in runs if r.slot == "A" and r.cycle in {x.cycle for x in b}]
         ratios = _pair_ratios(b, off)
         band = spread(ratios) if ratios else None
-        by_suite = {s: _median_pair_ratio([r for r in b if r.suite == s], off) for s in _unique(r.suite for r in b)}
+        by_suite = {s: _median_pair_ratio([r for r in b if r.suite == s], off) for s in unique(r.suite for r in b)}
         best = max(by_suite, key=lambda s: by_suite[s] or 0.0) if by_suite else None
         out.append(
             {
@@ -437,22 +339,6 @@ def overall(runs: list[Run]) -> list[dict]:
 def _pair_ratios(runs: list[Run], paired_off: list[Run]) -> list[float]:
     off = {r.cycle: r.stats.tok_s for r in paired_off}
     return [r.stats.tok_s / off[r.cycle] for r in runs if off.get(r.cycle, 0) > 0 and r.slot == "B"]
-
-
-def spread_lines(items: list[dict]) -> list[str]:
-    """One line per configuration: its median speedup over every prompt run,
-    the spread, and a win or a loss only where 1× lies outside the spread."""
-    lines = []
-    for o in items:
-        if o["speedup_median"] is None:
-            continue
-        lo, hi = o["speedup_range"]
-        mid_lo, mid_hi = o["spread"]
-        lines.append(
-            f"{o['drafter']} k={o['k']}: median speedup {o['speedup_median']:.2f}× over {o['pairs']} prompt runs "
-            f"(spread {mid_lo:.2f}–{mid_hi:.2f}×, all {lo:.2f}–{hi:.2f}×): {o['measured']}"
-        )
-    return lines
 
 
 # --- break-even by draft length -----------------------------------------------------------

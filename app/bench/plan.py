@@ -1,0 +1,90 @@
+"""What a bench runs: the suites, the drafters and their k (each drafter
+its own unless --k says), and the limits, checked before anything loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specchat.bench.scorecard import OFF, REFERENCE
+from specchat.bench.suites import SUITES, Suite, load_prompts, load_suite
+from specchat.drafters import default_k
+from specchat.errors import SpecchatError
+
+
+@dataclass
+class Plan:
+    suites: list[Suite]
+    drafters: list[str]  # the configurations' drafters; off always runs as their partner
+    ks: list[int]
+    max_tokens: int = 128
+    repeats: int = 1
+    temp: float = 0.0
+    extras: bool = True  # the reference loop and the n-gram timing (a models check skips both)
+
+    @property
+    def configs(self) -> list[tuple[str, int]]:
+        """(drafter, k) for every B run; the reference loop last."""
+        pairs = []
+        for d in self.drafters:  # "auto:16" runs auto at k=16 only
+            name, _, fixed = d.partition(":")
+            ks = [int(fixed)] if fixed else self.ks or [default_k(name)]  # no --k: the drafter's own
+            pairs += [(name, k) for k in ks]
+        return pairs + [(REFERENCE, 0)] * self.extras
+
+    @property
+    def max_k(self) -> int:
+        return max(k for _, k in self.configs)
+
+    @property
+    def total_runs(self) -> int:
+        prompts = sum(len(s.prompts) for s in self.suites)
+        return prompts * self.repeats * (len(self.configs) + 1)
+
+    def to_dict(self) -> dict:
+        return {
+            "suites": [s.name for s in self.suites],
+            "drafters": [OFF] + self.drafters,
+            "ks": self.ks,
+            "max_tokens": self.max_tokens,
+            "repeats": self.repeats,
+            "temp": self.temp,
+            "baseline_every": 0,  # no do-nothing arm inside a run: off is measured beside it
+            "order": "per prompt: A = off, then each configuration in turn as B (A B B … A B B …)",
+        }
+
+
+def items(text: str) -> list[str]:
+    return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+
+
+def make_plan(
+    suites: str,
+    drafters: str,
+    ks: str,
+    max_tokens: int = 128,
+    repeats: int = 1,
+    temp: float = 0.0,
+    prompts: str | None = None,
+) -> Plan:
+    """Check the command's options and turn them into a plan; `prompts` (a
+    folder of .txt files or a suite file) is the only suite where given."""
+    from specchat import checks
+
+    names = items(drafters)
+    try:
+        for item in names:
+            name, _, fixed = item.partition(":")
+            checks.drafter(name, "--drafters")
+            if fixed:
+                checks.k(int(fixed), f"--drafters {name}:K")
+        k_values = [int(k) for k in items(ks)]
+    except ValueError:
+        raise SpecchatError(f"--k takes whole numbers, got {ks!r}", hint="for example --k 1,2,4,8", code=2) from None
+    for k in k_values:
+        checks.k(k)
+    if max_tokens < 1 or repeats < 1 or temp < 0:
+        raise SpecchatError("--max-tokens and --repeats must be ≥ 1 and --temp ≥ 0", code=2)
+    suite_list = [load_prompts(prompts)] if prompts else [load_suite(s) for s in items(suites)]
+    if not suite_list:
+        raise SpecchatError("no suites given", hint=f"choose from: {', '.join(SUITES)}", code=2)
+    return Plan(suite_list, [n for n in names if n != OFF], k_values, max_tokens, repeats, temp)
