@@ -15,14 +15,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from dataclasses import replace
 
-from specchat.costmodel import MAX_AGE_S, CostModel, measured_at, save_curve, saved_curve, warmup_steps
+from specchat.costmodel import CostModel, KeptCurve, warmup_steps
+from specchat.dialogue import Dialogue, SessionStatus
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
-from specchat.engine import Cancel, Engine, OnIdle, OnRound, Turn
+from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.llamacpp.grammar import Grammar
@@ -32,100 +32,14 @@ from specchat.target import TargetModel
 from specchat.tokencache import TokenCache
 
 
-@dataclass(frozen=True)
-class SessionStatus:
-    """What the status bar and the reports show of a session, at one moment."""
-
-    pair: str
-    drafter: str
-    k: int
-    temp: float
-    greedy: bool
-    context_used: int
-    n_ctx: int
-    choice: str  # auto's latest decision ("" for other drafters)
-    chosen: dict[str, int] | None  # how often auto picked each option this turn (None for others)
-    constraint: str = ""  # what replies must match: "JSON · person.json"; "" for free text
-    memory: int | None = None  # tokens the memory holds (None: this session has none, a server's)
-
-
-TurnT = TypeVar("TurnT", bound=Turn)
-
-
-def answered(messages: list[dict]) -> list[dict]:
-    """The messages a prompt may hold: a user message that never got its
-    reply (its turn failed, or the process was killed mid-reply) is left
-    out, so user and assistant alternate, as strict chat templates demand."""
-    out: list[dict] = []
-    for m in messages:
-        if m["role"] == "user" and out and out[-1]["role"] == "user":
-            out.pop()
-        out.append(m)
-    return out[:-1] if out and out[-1]["role"] == "user" else out
-
-
-class Dialogue(Generic[TurnT]):
-    """The conversation's messages and the turns that extend it, the same for
-    a local session and a server's: a subclass generates (`_generate`) its
-    kind of Turn."""
-
-    def __init__(self) -> None:
-        self._messages: list[dict] = []  # {"role", "content"}, system excluded
-
-    @property
-    def messages(self) -> list[dict]:
-        """A copy of the conversation; change it with the operations below."""
-        return [dict(m) for m in self._messages]
-
-    def replace_messages(self, messages: list[dict]) -> None:
-        """Continue another conversation (a reopened one, or after a pair switch)."""
-        self._messages = answered([{"role": m["role"], "content": m["content"]} for m in messages])
-
-    def last_user_text(self) -> str | None:
-        users = [m["content"] for m in self._messages if m["role"] == "user"]
-        return users[-1] if users else None
-
-    def clear(self) -> None:
-        self._messages.clear()
-
-    # --- turns ---------------------------------------------------------------------
-
-    def reply(self, user_text: str, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None) -> TurnT:
-        """Add a user message and generate the assistant's reply: each round
-        goes to on_round as it is decoded; `cancel` stops the turn; on_idle
-        is called while the source is silent (a server's stream; a local
-        model never is), so a feed that batches shows what came. A turn
-        that fails leaves the messages as they were."""
-        self._messages = answered(self._messages)  # a message whose reply failed is not in the prompt
-        message = {"role": "user", "content": user_text}
-        self._messages.append(message)
-        try:
-            return self._generate(on_round, cancel, on_idle)
-        except BaseException:
-            if self._messages and self._messages[-1] is message:
-                self._messages.pop()
-            raise
-
-    def regenerate(self, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None) -> TurnT:
-        """Drop the last reply and generate it again."""
-        if self._messages and self._messages[-1]["role"] == "assistant":
-            self._messages.pop()
-        if not self._messages:
-            raise SpecchatError("nothing to regenerate", hint="send a message first")
-        return self._generate(on_round, cancel, on_idle)
-
-    def edit_last(
-        self, user_text: str, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None
-    ) -> TurnT:
-        """Replace the last user message (and its reply) and generate again."""
-        while self._messages and self._messages[-1]["role"] == "assistant":
-            self._messages.pop()
-        if self._messages:
-            self._messages.pop()
-        return self.reply(user_text, on_round, cancel, on_idle)
-
-    def _generate(self, on_round, cancel, on_idle) -> TurnT:
-        raise NotImplementedError
+def no_drafting(target: TargetModel, pair: str) -> str:
+    """Why this pair decodes plainly whatever drafter is asked for ("" where it can draft)."""
+    if target.can_roll_back:
+        return ""
+    return (
+        f"{pair or 'the target'} keeps a recurrent state that llama.cpp cannot roll back, "
+        "so it cannot take back rejected drafts: decoding plainly"
+    )
 
 
 class ChatSession(Dialogue[Turn]):
@@ -145,15 +59,7 @@ class ChatSession(Dialogue[Turn]):
     ) -> None:
         self.target = target
         self.pair = pair
-        # Why this pair decodes plainly whatever drafter is asked for ("" where it can draft).
-        self.no_drafting = (
-            ""
-            if target.can_roll_back
-            else (
-                f"{pair or 'the target'} keeps a recurrent state that llama.cpp cannot roll back, "
-                "so it cannot take back rejected drafts: decoding plainly"
-            )
-        )
+        self.no_drafting = no_drafting(target, pair)
         if self.no_drafting:
             drafter = "off"
         self.system = system
@@ -164,14 +70,10 @@ class ChatSession(Dialogue[Turn]):
         # Where each model runs (llama.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": target.device, "draft": None}
         self.costs = CostModel(warmup_steps(self.devices["target"]))  # warm-up: 2 steps on a GPU, 0 on the CPU
+        self.cost_key = target.cost_key  # what the kept curve and tokens belong to (None: keep none)
         # The curve measured by an earlier session on this model and settings: auto
         # then prices its first round without measuring anything first.
-        self.cost_key = target.cost_key  # what the kept curve and tokens belong to (None: keep none)
-        saved = saved_curve(self.cost_key) if self.cost_key else None
-        if saved:
-            self.costs.load(saved)
-        self.cost_curve_from = "saved" if saved else "none"  # "measured" once a turn has measured it
-        self.curve_measured = measured_at(self.cost_key) if saved and self.cost_key else None  # a Unix time
+        self.curve = KeptCurve(self.costs, self.cost_key)
         # The target decodes for one caller at a time: a reply, or a measurement
         # between replies (measure_ahead). A reply stops a refresh in progress;
         # closing stops any measurement.
@@ -199,7 +101,7 @@ class ChatSession(Dialogue[Turn]):
     def cost_curve(self) -> dict:
         """Where auto's cost curve came from ("saved" by an earlier session,
         "measured" by this one, "none" yet) and the seconds measuring took."""
-        return {"from": self.cost_curve_from, "calibration_s": round(self.engine.calibration_seconds, 3)}
+        return {"from": self.curve.source, "calibration_s": round(self.engine.calibration_seconds, 3)}
 
     def on_calibrate(self, tell: Callable[[bool], None] | None) -> None:
         """Be told True before the cost curve is measured (it takes seconds) and False after."""
@@ -212,11 +114,7 @@ class ChatSession(Dialogue[Turn]):
         or when the next drafter prices nothing by it."""
         if self.no_drafting or not self.engine.next_drafter.needs_costs:
             return None
-        if not self.costs.calibrated:
-            return "missing"
-        if self.curve_measured is not None and time.time() - self.curve_measured > MAX_AGE_S:
-            return "old"
-        return "drifted" if self.costs.drifted() is not None else None
+        return self.curve.due()
 
     def measure_ahead(self) -> str | None:
         """Measure the cost curve now, between replies, if it is due: the chat
@@ -243,11 +141,7 @@ class ChatSession(Dialogue[Turn]):
                     tell(False)
             if not fresh.calibrated:
                 return None
-            self.costs.load(fresh.seconds)
-            self.curve_measured = time.time()
-            self.cost_curve_from = "measured"
-            if self.cost_key:
-                save_curve(self.cost_key, self.costs.seconds, self.curve_measured)
+            self.curve.was_measured(fresh.seconds)
             return why
 
     def _llama_seconds(self) -> float:
@@ -396,9 +290,9 @@ class ChatSession(Dialogue[Turn]):
         measured = self.engine.calibration_seconds
         turn = self.engine.generate(prompt, budget, on_round=on_round, cancel=cancel)
         if self.engine.calibration_seconds > measured:
-            self.cost_curve_from, self.curve_measured = "measured", time.time()
-        if self.costs.calibrated and self.cost_key:
-            save_curve(self.cost_key, self.costs.seconds, self.curve_measured)  # refined by this turn's rounds
+            self.curve.was_measured()
+        else:
+            self.curve.keep()  # refined by this turn's rounds
         if turn.finish == "length" and budget < self.max_tokens:
             turn.finish = "context"  # the context, not --max-tokens, ended the reply: it says so
         turn.dropped_turns = dropped
@@ -436,10 +330,7 @@ class ChatSession(Dialogue[Turn]):
                     f"the prompt is {len(prompt)} tokens; the context holds {self.n_ctx}",
                     hint="shorten the message or raise --ctx",
                 )
-            # Drop the oldest user message and the replies that follow it.
-            self._messages.pop(0)
-            while self._messages and self._messages[0]["role"] != "user":
-                self._messages.pop(0)
+            self.drop_oldest()
             dropped += 1
 
     def close(self) -> None:

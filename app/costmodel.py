@@ -228,3 +228,37 @@ def save_curve(key: str, points: dict[int, float], measured: float | None = None
         "saved": time.time(),
     }
     paths.keep(CURVES, curves)
+
+
+class KeptCurve:
+    """A CostModel and the curve kept for its cost key (None: keep none):
+    where the curve came from, when it was measured, whether it is due again."""
+
+    def __init__(self, costs: CostModel, key: str | None) -> None:
+        self.costs, self.key = costs, key
+        saved = saved_curve(key) if key else None
+        if saved:
+            costs.load(saved)
+        self.source = "saved" if saved else "none"  # "measured" once this session has measured it
+        self.measured = measured_at(key) if saved and key else None  # a Unix time
+
+    def due(self) -> str | None:
+        """Why the curve should be measured again: "missing", "old" (measured
+        over MAX_AGE_S ago) or "drifted" (live rounds moved a size past DRIFT)."""
+        if not self.costs.calibrated:
+            return "missing"
+        if self.measured is not None and time.time() - self.measured > MAX_AGE_S:
+            return "old"
+        return "drifted" if self.costs.drifted() is not None else None
+
+    def was_measured(self, points: dict[int, float] | None = None) -> None:
+        """The curve was measured now (`points`: a new one to take); keep it."""
+        if points is not None:
+            self.costs.load(points)
+        self.source, self.measured = "measured", time.time()
+        self.keep()
+
+    def keep(self) -> None:
+        """Keep the curve as it is now (live rounds refine it), with when it was measured."""
+        if self.costs.calibrated and self.key:
+            save_curve(self.key, self.costs.seconds, self.measured)

@@ -174,7 +174,7 @@ def test_an_old_curve_is_measured_again_and_dated():
     assert session.costs.seconds[17] < 1  # the fake's decodes take no time, not the old 8.5 s
     assert measured_at("a fake with a key") > month_ago + 60
     session.reply("hello")  # a turn's refined curve keeps the date it was measured
-    assert measured_at("a fake with a key") == session.curve_measured
+    assert measured_at("a fake with a key") == session.curve.measured
 
 
 def test_live_rounds_that_drift_from_the_curve_call_for_a_new_one():

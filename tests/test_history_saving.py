@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from specchat.chat import Dialogue, answered
+from specchat.dialogue import Dialogue, answered
 from specchat.errors import SpecchatError
 from specchat.history import History, Message
 from tests.support.tui import FakeModels, enter, make_app, notices, ready, saved, send, wait_until

@@ -17,7 +17,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from specchat.chat import Dialogue, SessionStatus
+from specchat.dialogue import Dialogue, SessionStatus
 from specchat.display import merge_spans
 from specchat.engine import Turn
 from specchat.errors import SpecchatError

@@ -84,10 +84,6 @@ class ChatScreen(Screen):
         self.tell(notice)
         return notice is not None
 
-    @property
-    def log_view(self) -> ChatLog:
-        return self.query_one(ChatLog)
-
     def set_status(self, note: str | None = None) -> None:
         bar = self.query_one(StatusBar)
         bar.status = self.chat.status(bar.status.note if note is None else note)
@@ -124,13 +120,13 @@ class ChatScreen(Screen):
         self.query_one(PromptInput).clear()
         kind = self.chat.send_kind()
         if kind == "edit":
-            self.chat.conversation.drop_last_exchange(self.log_view.drop_last_exchange())
+            self.chat.conversation.drop_last_exchange(self.query_one(ChatLog).drop_last_exchange())
         self.start(kind, text)
 
     def start(self, kind: str, text: str) -> None:
         if kind != "regenerate":
             self.chat.conversation.user_sent(text)
-        reply = self.log_view.add_exchange(None if kind == "regenerate" else text, self.show_rejected)
+        reply = self.query_one(ChatLog).add_exchange(None if kind == "regenerate" else text, self.show_rejected)
         cancel = self.chat.begin_turn()
         self.query_one(PromptInput).cursor_blink = False  # a blink is a repaint: none while decoding
         self.set_status()
@@ -170,7 +166,7 @@ class ChatScreen(Screen):
             self._status_time = now
             self.chat.live_tok_s, self.chat.auto_choice = msg.live_tok_s, msg.choice
             self.set_status()
-        self.log_view.follow()
+        self.query_one(ChatLog).follow()
         if msg.shown is not None:
             self.app.call_after_refresh(msg.shown.set)
 
@@ -204,11 +200,11 @@ class ChatScreen(Screen):
         self.query_one(PromptInput).cursor_blink = True
         self.set_status()
         self.refresh_panel()
-        self.log_view.scroll_end(animate=False)
+        self.query_one(ChatLog).scroll_end(animate=False)
 
     def load_conversation(self, conv_id: int) -> None:
         conv = self.chat.conversation.open(conv_id)
-        self.log_view.show(conv.messages, self.show_rejected)
+        self.query_one(ChatLog).show(conv.messages, self.show_rejected)
         self.refresh_panel()
         self.set_status()
 
@@ -236,7 +232,7 @@ class ChatScreen(Screen):
 
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected
-        self.log_view.set_show_rejected(self.show_rejected)
+        self.query_one(ChatLog).set_show_rejected(self.show_rejected)
         self.notify("rejected drafts " + ("shown" if self.show_rejected else "hidden"), timeout=2)
 
     def action_stats_panel(self) -> None:
@@ -249,18 +245,18 @@ class ChatScreen(Screen):
         self.refresh_panel()
 
     async def action_markdown(self) -> None:
-        reply = self.log_view.last_reply()
+        reply = self.query_one(ChatLog).last_reply()
         if reply is not None and reply.stats is not None:
             await reply.toggle_markdown()
 
     def action_copy_reply(self) -> None:
-        reply = self.log_view.last_reply()
+        reply = self.query_one(ChatLog).last_reply()
         if reply is not None:
             self.app.copy_to_clipboard(reply.text)
             self.notify("reply copied", timeout=2)
 
     def action_copy_code(self) -> None:
-        reply = self.log_view.last_reply()
+        reply = self.query_one(ChatLog).last_reply()
         code = last_code_block(reply.text) if reply else None
         if code is None:
             self.notify("no code block in the last reply", severity="warning", timeout=3)
@@ -271,7 +267,7 @@ class ChatScreen(Screen):
     def action_regenerate(self) -> None:
         if not self.chat.can_regenerate():
             return
-        reply, had_reply = self.log_view.last_reply(), self.chat.conversation.last_is_reply
+        reply, had_reply = self.query_one(ChatLog).last_reply(), self.chat.conversation.last_is_reply
         if reply is not None and had_reply:
             reply.remove()
         self.chat.conversation.drop_last_reply(had_reply and reply is not None)
@@ -290,7 +286,7 @@ class ChatScreen(Screen):
         if self.busy():
             return
         self.chat.new_chat()
-        self.log_view.remove_children()
+        self.query_one(ChatLog).remove_children()
         self.refresh_panel()
         self.set_status()
 

@@ -20,7 +20,7 @@ from specchat.config import Settings
 from specchat.errors import SpecchatError
 
 if TYPE_CHECKING:
-    from specchat.chat import SessionStatus
+    from specchat.dialogue import SessionStatus
     from specchat.engine import Cancel, OnIdle, OnRound, Turn
     from specchat.schema import GrammarSpec
     from specchat.server.session import ServerSession
