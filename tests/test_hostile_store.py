@@ -26,7 +26,7 @@ from rich.console import Console
 from specchat.errors import SpecchatError
 from specchat.store import files as store
 from specchat.store.catalog import load_catalog
-from specchat.store.pairs import resolve_pair
+from specchat.store.pairs import file_state, resolve_pair
 from specchat.store.pull import pull_pair
 from tests.support.hostile import cli, err_lines, put, specchat
 from tests.support.wheels import mirrored_file, wheel_bytes
@@ -98,7 +98,7 @@ def test_a_stored_file_that_links_outside_is_not_verified_and_pull_replaces_only
     path.unlink()
     path.symlink_to(outside)  # ...then swapped for a link to the same bytes elsewhere
     assert store.check(x) == "foreign" and not store.is_ready(x)
-    assert store.file_state(x)["state"] == "foreign"
+    assert file_state(x)["state"] == "foreign"
     lines = cli("models").stdout.splitlines()
     assert "  x (custom): partly pulled" in lines
     assert "    target   300.0 kB  FOREIGN: a link or a folder, not a file the store made; fix: specchat pull x" in lines
@@ -171,7 +171,7 @@ def test_a_lock_that_links_outside_creates_nothing_there(x, tmp_path):
     path.parent.mkdir(parents=True)
     target = tmp_path / "outside" / "created-by-specchat"
     target.parent.mkdir()
-    store._sibling(path, ".lock").symlink_to(target)
+    store.sibling(path, ".lock").symlink_to(target)
     pull_pair("x", source="hub", progress=False, console=quiet())
     assert not target.exists() and list(target.parent.iterdir()) == []
     assert store.check(x) == "verified"
@@ -389,4 +389,4 @@ def test_the_next_pull_removes_what_a_killed_pull_left(slow_pair, specchat_home,
     path = Path(result["target"]["path"])
     models = specchat_home / "data" / "models"
     assert files_under(models, tmp_path / "tmp") == sorted(
-        str(p) for p in (path, store._sibling(path, ".lock"), store.record_path(path)))
+        str(p) for p in (path, store.sibling(path, ".lock"), store.record_path(path)))

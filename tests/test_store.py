@@ -9,7 +9,7 @@ import pytest
 from specchat.errors import SpecchatError
 from specchat.store import files as store
 from specchat.store.catalog import ModelFile, load_catalog
-from specchat.store.pairs import default_pair_name, pair_status, remove_pair, resolve_pair
+from specchat.store.pairs import default_pair_name, file_state, pair_status, remove_pair, resolve_pair
 from tests.support.hostile import put
 
 PAIRS = """
@@ -34,7 +34,7 @@ def test_ready_needs_the_file_and_a_matching_record(pairs):
     assert not store.is_ready(f)
     path = put(f, b"x" * 100, record=False)
     assert not store.is_ready(f)  # in place, but never verified
-    assert store.file_state(f)["state"] == "unverified"
+    assert file_state(f)["state"] == "unverified"
     path.unlink()
     put(f, b"x" * 100)
     assert store.is_ready(f)

@@ -36,7 +36,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -63,20 +62,20 @@ def file_path(f: ModelFile, root: Path | None = None) -> Path:
     return store_root(root) / f.store_key
 
 
-def _sibling(path: Path, suffix: str) -> Path:
+def sibling(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
 def record_path(path: Path) -> Path:
-    return _sibling(path, ".verified.json")
+    return sibling(path, ".verified.json")
 
 
 def partial_path(path: Path) -> Path:
-    return _sibling(path, ".partial")
+    return sibling(path, ".partial")
 
 
 def partial_meta_path(path: Path) -> Path:
-    return _sibling(path, ".partial.json")
+    return sibling(path, ".partial.json")
 
 
 def read_json(path: Path) -> dict | None:
@@ -124,7 +123,7 @@ def check(
     "missing". The bytes are hashed again when the file's size or mtime
     differ from the record's, or always with `rehash`."""
     path = file_path(f, root)
-    st = _lstat(path)
+    st = lstat(path)
     if st is None:
         return "missing"
     if not stat.S_ISREG(st.st_mode) or not _folders_are_own(path, root):
@@ -178,7 +177,7 @@ def install(
     return path
 
 
-def _inode(path: Path) -> int | None:
+def inode(path: Path) -> int | None:
     try:
         return os.stat(path).st_ino
     except FileNotFoundError:
@@ -195,7 +194,7 @@ def lock(f: ModelFile, root: Path | None = None, wait: bool = True) -> Iterator[
     and `rm` never deletes a file while a pull writes it. With wait=False a
     held lock raises Busy at once."""
     path = file_path(f, root)
-    lock_path = _sibling(path, ".lock")
+    lock_path = sibling(path, ".lock")
     while True:
         make_folder(f, root)
         with _open_lock(lock_path) as handle:
@@ -210,7 +209,7 @@ def lock(f: ModelFile, root: Path | None = None, wait: bool = True) -> Iterator[
             try:
                 # `rm` deletes the lock file while holding it: a lock taken on
                 # a deleted file guards nothing, so take the new one.
-                if _inode(lock_path) == os.fstat(handle.fileno()).st_ino:
+                if inode(lock_path) == os.fstat(handle.fileno()).st_ino:
                     yield
                     return
             finally:
@@ -237,7 +236,7 @@ def _open_lock(path: Path) -> BinaryIO:
 # --- the store's own files and folders ----------------------------------------------------
 
 
-def _lstat(path: Path) -> os.stat_result | None:
+def lstat(path: Path) -> os.stat_result | None:
     try:
         return os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -258,7 +257,7 @@ def _linked_folder(folder: Path) -> SpecchatError:
     )
 
 
-def _store_folders(path: Path, root: Path | None) -> list[Path]:
+def store_folders(path: Path, root: Path | None) -> list[Path]:
     """The store's own folders on the way from its root to `path`, outermost first."""
     base = store_root(root)
     parts = path.relative_to(base).parts
@@ -267,7 +266,7 @@ def _store_folders(path: Path, root: Path | None) -> list[Path]:
 
 def _folders_are_own(path: Path, root: Path | None) -> bool:
     """Every folder between the store's root and `path` is a real folder, not a link."""
-    return all((st := _lstat(d)) is not None and stat.S_ISDIR(st.st_mode) for d in _store_folders(path, root))
+    return all((st := lstat(d)) is not None and stat.S_ISDIR(st.st_mode) for d in store_folders(path, root))
 
 
 def make_folder(f: ModelFile, root: Path | None = None) -> Path:
@@ -284,14 +283,14 @@ def make_folder(f: ModelFile, root: Path | None = None) -> Path:
             hint="point SPECCHAT_HOME (or SPECCHAT_MODELS) at a folder",
         ) from None
     path = file_path(f, root)
-    for folder in _store_folders(path, root):
+    for folder in store_folders(path, root):
         with contextlib.suppress(FileExistsError):
             os.mkdir(folder)
-        _check_folder(folder)
+        check_folder(folder)
     return path.parent
 
 
-def _check_folder(folder: Path) -> None:
+def check_folder(folder: Path) -> None:
     st = os.lstat(folder)
     if stat.S_ISLNK(st.st_mode):
         raise _linked_folder(folder)
@@ -306,7 +305,7 @@ def remove_stray(path: Path) -> None:
     """Clear one of the store's names for a file it is about to make: a file,
     a link (never what it points to) or a pipe there goes; a folder, which
     may hold someone's files, is refused, never deleted."""
-    st = _lstat(path)
+    st = lstat(path)
     if st is None:
         return
     if stat.S_ISDIR(st.st_mode):
@@ -320,10 +319,10 @@ def clear_strays(f: ModelFile, root: Path | None = None) -> None:
     the like where one of its files should be is refused (see remove_stray)."""
     path = file_path(f, root)
     for name in (path, record_path(path), partial_path(path), partial_meta_path(path)):
-        st = _lstat(name)
+        st = lstat(name)
         if st is not None and not stat.S_ISREG(st.st_mode):
             remove_stray(name)
-    _clean_legacy_scratch(path.parent)
+    clean_legacy_scratch(path.parent)
 
 
 def _open_own(path: Path) -> BinaryIO:
@@ -339,7 +338,7 @@ def _open_own(path: Path) -> BinaryIO:
 def resumable_size(partial: Path) -> int:
     """How many bytes of a partial download can be resumed: 0 unless it is a
     file of the store's own (a regular file with no other name)."""
-    st = _lstat(partial)
+    st = lstat(partial)
     return st.st_size if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1 else 0
 
 
@@ -362,68 +361,7 @@ def open_partial(partial: Path, resume: bool = False) -> BinaryIO:
     return os.fdopen(os.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "r+b")
 
 
-# --- scratch folders for the PyPI mirror -------------------------------------------------
-
-TEMP = ".tmp"  # no catalog folder starts with a dot
-
-
-@contextlib.contextmanager
-def scratch(root: Path | None = None) -> Iterator[Path]:
-    """A new folder in the store's temp area, locked while in use and removed
-    after, even on failure. One left by a process that died is removed by
-    the next `clean_scratch` (every pull and rm)."""
-    base = store_root(root) / TEMP
-    base.mkdir(parents=True, exist_ok=True)
-    _check_folder(base)
-    while True:
-        folder = Path(tempfile.mkdtemp(prefix="pip-", dir=base))
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            if _inode(folder) != os.fstat(fd).st_ino:
-                continue  # a cleaner took it before we locked it: make another
-            try:
-                yield folder
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-            return
-        finally:
-            os.close(fd)
-
-
-def clean_scratch(root: Path | None = None) -> None:
-    """Remove what pulls that died left in the temp area: every folder there
-    that no running pull holds, and anything else there."""
-    base = store_root(root) / TEMP
-    st = _lstat(base)
-    if st is None or fcntl is None:  # without locks a folder in use cannot be told apart
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(base)  # a link or a file: the temp area is the store's own name
-        return
-    for entry in os.scandir(base):
-        with contextlib.suppress(FileNotFoundError):  # another pull cleaned it first
-            if entry.is_dir(follow_symlinks=False):
-                _remove_unheld(entry.path)
-            else:
-                os.unlink(entry.path)
-
-
-def _remove_unheld(folder: str) -> None:
-    """Remove a scratch folder unless a running pull holds its lock."""
-    assert fcntl is not None  # clean_scratch comes here only where folders can be locked
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        shutil.rmtree(folder, ignore_errors=True)  # scratch() checks, once locked, that its folder is still there
-    except BlockingIOError:
-        pass  # a pull under way holds it
-    finally:
-        os.close(fd)
-
-
-def _clean_legacy_scratch(folder: Path) -> None:
+def clean_legacy_scratch(folder: Path) -> None:
     """Older specchat kept its pip folders (.pip-*) beside the file; the
     caller holds the file's lock."""
     for entry in os.scandir(folder):
@@ -431,70 +369,7 @@ def _clean_legacy_scratch(folder: Path) -> None:
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
-# --- one file's state and deletion ------------------------------------------------------
-
-
-def damaged(f: ModelFile, pair: str, root: Path | None = None) -> SpecchatError:
-    return SpecchatError(
-        f"{file_path(f, root)} does not match the sha256 it was pulled with: the file changed on disk",
-        hint=f"run `specchat pull {pair}` to download it again",
-    )
-
-
-def file_state(f: ModelFile, root: Path | None = None) -> dict:
-    """What the store holds of one file, for `specchat models`."""
-    path = file_path(f, root)
-    state = check(f, root)
-    record = read_record(f, root) or {}
-    partial, partial_bytes = _lstat(partial_path(path)), None
-    if state == "missing" and partial is not None and stat.S_ISREG(partial.st_mode):
-        state, partial_bytes = "partial", partial.st_size
-    return {
-        "repo": f.repo,
-        "filename": f.filename,
-        "revision": f.revision,
-        "path": str(path),
-        "state": state,
-        "size": f.size or record.get("size"),
-        "sha256": f.sha256 or (record.get("sha256") if state == "verified" else None),
-        "pinned": f.sha256 is not None,
-        "mirror": f.mirror is not None,
-        "source": record.get("source") if state == "verified" else None,
-        "partial_bytes": partial_bytes,
-    }
-
-
-def has_folder(path: Path, root: Path | None) -> bool:
-    """The store holds the folders on the way to `path`; a link among them is refused."""
-    for folder in _store_folders(path, root):
-        if _lstat(folder) is None:
-            return False
-        _check_folder(folder)
-    return True
-
-
-def delete_file(f: ModelFile, root: Path | None) -> bool:
-    """Remove a file and everything the store keeps beside it, holding its
-    lock. A link goes, never what it points to; a folder is refused."""
-    path = file_path(f, root)
-    existed = False
-    try:
-        with lock(f, root, wait=False):
-            for p in (path, record_path(path), partial_path(path), partial_meta_path(path), _sibling(path, ".lock")):
-                if _lstat(p) is not None:
-                    existed = existed or p == path or p == partial_path(path)
-                    remove_stray(p)
-            _clean_legacy_scratch(path.parent)
-    except OSError as err:
-        if not read_only(err):
-            raise
-        raise SpecchatError(
-            f"cannot delete {path}: the model store is read-only ({err.strerror})",
-            hint=f"fix the permissions of {path.parent}, or run rm as the user who pulled it",
-        ) from None
-    with contextlib.suppress(OSError):
-        path.parent.rmdir()  # only when empty
-    return existed
+# --- errors ------------------------------------------------------
 
 
 def read_only(err: OSError) -> bool:

@@ -7,22 +7,31 @@ removing a pair's files (those no other pulled pair uses).
 from __future__ import annotations
 
 import contextlib
+import stat
 from pathlib import Path
 
 from specchat.errors import SpecchatError
 from specchat.store import local, verdicts
-from specchat.store.catalog import Catalog, Pair, load_catalog
+from specchat.store.catalog import Catalog, ModelFile, Pair, load_catalog
 from specchat.store.files import (
     check,
-    clean_scratch,
-    damaged,
-    delete_file,
+    check_folder,
+    clean_legacy_scratch,
     file_path,
-    file_state,
-    has_folder,
     is_ready,
+    lock,
+    lstat,
+    partial_meta_path,
+    partial_path,
+    read_only,
+    read_record,
+    record_path,
+    remove_stray,
+    sibling,
+    store_folders,
 )
 from specchat.store.local import LocalPair
+from specchat.store.scratch import clean_scratch
 
 
 def default_pair_name() -> str:
@@ -44,6 +53,36 @@ def resolve_pair(name: str | None = None, root: Path | None = None) -> tuple[Pat
         if state != "verified":
             raise SpecchatError(f"pair '{pair.name}' is not pulled yet", hint=f"specchat pull {pair.name}")
     return file_path(pair.target, root), file_path(pair.draft, root)
+
+
+def damaged(f: ModelFile, pair: str, root: Path | None = None) -> SpecchatError:
+    return SpecchatError(
+        f"{file_path(f, root)} does not match the sha256 it was pulled with: the file changed on disk",
+        hint=f"run `specchat pull {pair}` to download it again",
+    )
+
+
+def file_state(f: ModelFile, root: Path | None = None) -> dict:
+    """What the store holds of one file, for `specchat models`."""
+    path = file_path(f, root)
+    state = check(f, root)
+    record = read_record(f, root) or {}
+    partial, partial_bytes = lstat(partial_path(path)), None
+    if state == "missing" and partial is not None and stat.S_ISREG(partial.st_mode):
+        state, partial_bytes = "partial", partial.st_size
+    return {
+        "repo": f.repo,
+        "filename": f.filename,
+        "revision": f.revision,
+        "path": str(path),
+        "state": state,
+        "size": f.size or record.get("size"),
+        "sha256": f.sha256 or (record.get("sha256") if state == "verified" else None),
+        "pinned": f.sha256 is not None,
+        "mirror": f.mirror is not None,
+        "source": record.get("source") if state == "verified" else None,
+        "partial_bytes": partial_bytes,
+    }
 
 
 def known_pair(name: str) -> None:
@@ -146,3 +185,36 @@ def remove_pairs(names: list[str], root: Path | None = None) -> dict:
         elif has_folder(path, root) and delete_file(f, root):
             removed.append(str(path))
     return {"pair": pairs[0].name, "pairs": [p.name for p in pairs], "removed": removed, "kept": kept}
+
+
+def has_folder(path: Path, root: Path | None) -> bool:
+    """The store holds the folders on the way to `path`; a link among them is refused."""
+    for folder in store_folders(path, root):
+        if lstat(folder) is None:
+            return False
+        check_folder(folder)
+    return True
+
+
+def delete_file(f: ModelFile, root: Path | None) -> bool:
+    """Remove a file and everything the store keeps beside it, holding its
+    lock. A link goes, never what it points to; a folder is refused."""
+    path = file_path(f, root)
+    existed = False
+    try:
+        with lock(f, root, wait=False):
+            for p in (path, record_path(path), partial_path(path), partial_meta_path(path), sibling(path, ".lock")):
+                if lstat(p) is not None:
+                    existed = existed or p == path or p == partial_path(path)
+                    remove_stray(p)
+            clean_legacy_scratch(path.parent)
+    except OSError as err:
+        if not read_only(err):
+            raise
+        raise SpecchatError(
+            f"cannot delete {path}: the model store is read-only ({err.strerror})",
+            hint=f"fix the permissions of {path.parent}, or run rm as the user who pulled it",
+        ) from None
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only when empty
+    return existed

