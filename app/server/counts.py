@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specchat.display import SERVER_TOTALS, round_spans
-from specchat.server.client import SERVER_DRAFTER, Fields, inconsistent
+from specchat.server.answers import Fields, inconsistent
+from specchat.server.client import SERVER_DRAFTER
 from specchat.stats import TurnStats
 
 # --- the counters, chunk by chunk -------------------------------------------------------
@@ -70,9 +71,9 @@ class Chunk:
 
 class Totals:
     """Turns the running totals of successive chunks into per-chunk counts.
-    The totals are read through client.Fields (a wrong type is one line), and
+    The totals are read through answers.Fields (a wrong type is one line), and
     totals that cannot be true (going backwards, more accepted than drafted)
-    are refused: client.inconsistent."""
+    are refused: answers.inconsistent."""
 
     def __init__(self, server: str = "?") -> None:
         self.server = server  # its URL, for the error line

@@ -22,22 +22,14 @@ from specchat.display import merge_spans
 from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
-from specchat.server.client import SERVER_DRAFTER, Fields, ServerClient, StreamCut, check_url, inconsistent
+from specchat.server.answers import Fields, inconsistent, read_event
+from specchat.server.client import SERVER_DRAFTER, ServerClient, StreamCut, check_url
 from specchat.server.counts import Chunk, ServerStats, Totals, _context, check_clock, clock_rate, server_stats
 from specchat.textsafe import safe_text
 
 # Speculation off for one request, where the server takes per-request settings.
 SPECULATION_OFF = {"speculative.n_max": 0, "speculative.n_min": 0}
 LINE_SLACK = 64  # streamed lines beyond two per token (the role, the finish, the usage, comments)
-
-
-def read_event(event: Fields) -> tuple[str, str | None, Fields | None]:
-    """One streamed event's (text, finish reason, timings), each read as its type."""
-    choices = event.nodes("choices")  # the last event, with the usage, has none
-    choice = choices[0] if choices else None
-    text = (choice.node("delta").text("content", limit=None) if choice else None) or ""
-    finish = choice.text("finish_reason", limit=40) if choice else None
-    return text, finish, event.maybe_node("timings")
 
 
 # --- the session ------------------------------------------------------------------------
