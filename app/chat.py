@@ -67,7 +67,7 @@ class ChatSession(Dialogue[Turn]):
         self.n_ctx = target.n_ctx
         self.cpu_bound = target.cpu_bound  # decoding keeps every core busy: the chat waits for each batch to show
         super().__init__()
-        # Where each model runs (llama.placement): the draft's once it has loaded.
+        # Where each model runs (llamacpp.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": target.device, "draft": None}
         self.costs = CostModel(warmup_steps(self.devices["target"]))  # warm-up: 2 steps on a GPU, 0 on the CPU
         self.cost_key = target.cost_key  # what the kept curve and tokens belong to (None: keep none)

@@ -54,7 +54,7 @@ timer = time.perf_counter  # the clock decodes are timed by (a test gives it a j
 def warmup_steps(device: dict | None) -> int:
     """How many plain steps a stream needs after a batch of another shape
     before a step costs what it does among steps: WARMUP_STEPS where the
-    model runs on a GPU backend (llama.placement's dict), none on the CPU,
+    model runs on a GPU backend (llamacpp.placement's dict), none on the CPU,
     whose kernels keep no state between decodes."""
     return WARMUP_STEPS if device and device.get("gpu_layers") else 0
 

@@ -161,7 +161,7 @@ RPC_DEVICE = re.compile(r"RPC\d+")  # llama.cpp's name for a device behind an RP
 
 
 def device_text(device: dict | None) -> str:
-    """Where a model runs, from llama.placement: "CUDA · NVIDIA H200 · 29/29 layers offloaded",
+    """Where a model runs, from llamacpp.placement: "CUDA · NVIDIA H200 · 29/29 layers offloaded",
     and "· argmax in llama.cpp's graph" where greedy picks are made there (llama.Model.argmax_only),
     and why where llama.cpp's extra CPU buffer types are off (llamacpp.kernels);
     on a server, the devices it reports (server_device_text)."""

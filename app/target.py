@@ -36,7 +36,7 @@ class TargetModel(Protocol):
 
     # --- where it runs and what it costs: the reports, the chat's pacing, the warm-up steps
     @property
-    def device(self) -> dict | None: ...  # llama.placement's backend, device, layers; None where unknown (a fake)
+    def device(self) -> dict | None: ...  # llamacpp.placement's backend, device, layers; None where unknown (a fake)
     @property
     def n_threads(self) -> int | None: ...  # threads llama.cpp decodes with; None where none are llama.cpp's
     @property

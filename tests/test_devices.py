@@ -12,7 +12,7 @@ import pytest
 
 from specchat.display import device_text
 from specchat.errors import SpecchatError
-from specchat.llamacpp.llama import argmax_where, placement
+from specchat.llamacpp.placement import argmax_where, placement
 from specchat.loader import placement_warning
 
 # Each entry point, imported first in a fresh interpreter, must map libllama

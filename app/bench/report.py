@@ -57,7 +57,7 @@ def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
 
 
 def devices_line(devices: dict) -> str:
-    """Where the target and the draft model ran (llama.placement's dicts)."""
+    """Where the target and the draft model ran (llamacpp.placement's dicts)."""
     return " · ".join(f"{role}: {device_text(devices.get(role))}" for role in ("target", "draft"))
 
 

@@ -33,7 +33,7 @@ class Session(Protocol):
     thread."""
 
     pair: str  # the status bar's and the history's name for what answers
-    devices: dict[str, dict | None]  # where target and draft run (llama.placement); None: not known
+    devices: dict[str, dict | None]  # where target and draft run (llamacpp.placement); None: not known
 
     @property
     def draft_model_loaded(self) -> bool: ...  # never on a server: its draft model is its own
