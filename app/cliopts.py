@@ -3,7 +3,6 @@ SpecchatError into one error line, and the options several commands take."""
 
 from __future__ import annotations
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -18,7 +17,7 @@ class Commands(TyperGroup):
     mistake, a missing model) ends it as one error line and a hint, here
     and only here."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except SpecchatError as err:

@@ -140,10 +140,10 @@ def time_ngram_proposals(text: list[int], context: int = NGRAM_CONTEXT, calls: i
 def machine_facts(session: ChatSession) -> dict:
     import llama_cpp
 
-    from specchat.llamacpp import llama
+    from specchat.llamacpp import kernels, llama
 
     return {
-        "cpu_model": llama.cpu_name(),
+        "cpu_model": kernels.cpu_name(),
         "logical_cores": os.cpu_count(),
         "physical_cores": llama.physical_cores(),
         "threads": session.target.n_threads,
