@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import specchat  # noqa: F401  before any test module imports numpy: see app/llamacpp/native.py
+from tests.support.fakeserver import serve  # noqa: F401 - a fixture, for every module that scripts a fake server
 
 # --- isolation: no test reads or writes the user's own specchat folders ----------------
 

@@ -88,7 +88,7 @@ class FakeGrammarState:
         self.grammar.probes += 1
         s, out = self.s, b""
         while len(MACHINE[s]) == 1 and s not in END:
-            (t, s), = MACHINE[s].items()
+            ((t, s),) = MACHINE[s].items()
             out += WORDS[t].encode()
         return out, s in END and not MACHINE[s]
 

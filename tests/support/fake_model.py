@@ -14,13 +14,38 @@ from typing import Sequence
 import numpy as np
 
 EOS = 0
-WORDS = [" the", " cat", " sat", " on", " a", " mat", " and", " then", " it", " ran", " to",
-         " see", " dog", " who", " was", " very", " big", ".", "\n", " code", " def", " x", " y", " z"]
+WORDS = [
+    " the",
+    " cat",
+    " sat",
+    " on",
+    " a",
+    " mat",
+    " and",
+    " then",
+    " it",
+    " ran",
+    " to",
+    " see",
+    " dog",
+    " who",
+    " was",
+    " very",
+    " big",
+    ".",
+    "\n",
+    " code",
+    " def",
+    " x",
+    " y",
+    " z",
+]
 
 
 class FakeModel:
-    def __init__(self, n_vocab: int = 24, seed: int = 0, n_ctx: int = 4096, sharpness: float = 3.0,
-                 step_seconds: float = 0.0):
+    def __init__(
+        self, n_vocab: int = 24, seed: int = 0, n_ctx: int = 4096, sharpness: float = 3.0, step_seconds: float = 0.0
+    ):
         rng = np.random.default_rng(seed)
         self.n_vocab = n_vocab
         self.n_ctx = n_ctx

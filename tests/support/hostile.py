@@ -22,12 +22,19 @@ ESCAPES = "\x1b]0;PWNED\x07\x1b[2J"  # retitle the terminal, clear the screen
 SHOWN = "␛]0;PWNED␇␛[2J"  # the same, made visible
 
 
-def specchat(*args, env: dict | None = None, timeout: int = 120, input: bytes | None = None,
-             stdin=None) -> subprocess.CompletedProcess:
+def specchat(
+    *args, env: dict | None = None, timeout: int = 120, input: bytes | None = None, stdin=None
+) -> subprocess.CompletedProcess:
     """The real command, in its own process. Arguments may be bytes (not UTF-8);
     `input` is piped to its stdin, or `stdin` is a file (descriptor) to read."""
-    return subprocess.run([sys.executable, "-m", "specchat.cli", *args], capture_output=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, input=input, stdin=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat.cli", *args],
+        capture_output=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        input=input,
+        stdin=stdin,
+    )
 
 
 def err_lines(done: subprocess.CompletedProcess) -> list[str]:
@@ -72,6 +79,7 @@ def no_controls(text: str) -> bool:
 
 
 # --- markup is never parsed -------------------------------------------------------------
+
 
 def chat_headless(patch: str, home) -> subprocess.CompletedProcess:
     """`specchat chat` in a real process with a headless driver, SpecchatApp

@@ -95,8 +95,9 @@ def _build(home: Path, binaries: Path) -> None:
     print(f"building {' and '.join(BUILD_TARGETS)} from {src} (log: {home / 'build.log'})", file=sys.stderr)
     subprocess.run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], check=True, stdout=log, stderr=log)
     jobs = str(os.cpu_count() or 2)
-    subprocess.run(["cmake", "--build", str(build), "--target", *BUILD_TARGETS, "-j", jobs],
-                   check=True, stdout=log, stderr=log)
+    subprocess.run(
+        ["cmake", "--build", str(build), "--target", *BUILD_TARGETS, "-j", jobs], check=True, stdout=log, stderr=log
+    )
     tmp = binaries.with_name(binaries.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
@@ -115,17 +116,30 @@ def _source(home: Path) -> Path:
         return src
     ver = version("llama-cpp-python")
     sdist_dir = home / "sdist"
-    subprocess.run([sys.executable, "-m", "pip", "download", f"llama-cpp-python=={ver}", "--no-binary", ":all:",
-                    "--no-deps", "-d", str(sdist_dir)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            f"llama-cpp-python=={ver}",
+            "--no-binary",
+            ":all:",
+            "--no-deps",
+            "-d",
+            str(sdist_dir),
+        ],
+        check=True,
+    )
     sdist = next(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
-    prefix = f"{sdist.name[:-len('.tar.gz')]}/vendor/llama.cpp/"
+    prefix = f"{sdist.name[: -len('.tar.gz')]}/vendor/llama.cpp/"
     tmp = home / "src.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     with tarfile.open(sdist) as tar:
         # Not its `.git`: a submodule pointer to a git folder the sdist does not hold.
         members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.name != prefix + ".git"]
         for m in members:
-            m.name = m.name[len(prefix):]
+            m.name = m.name[len(prefix) :]
         tar.extractall(tmp, members=members, filter="data")
     tmp.replace(src)
     return src
@@ -212,8 +226,24 @@ class LlamaServer(_Process):
 
 def spec_args(target: Path, draft: Path, *extra: str) -> list[str]:
     """A speculating server on the pair: draft-simple, one thread each (on a shared 2-core machine more threads spin against each other: 0.8 tok/s with -t 2 under load, 25 with -t 1), a small context."""
-    return ["-m", str(target), "-md", str(draft), "--spec-type", "draft-simple", "-c", "2048", "-t", "1", "-td", "1",
-            "-np", "1", "--no-webui", *extra]
+    return [
+        "-m",
+        str(target),
+        "-md",
+        str(draft),
+        "--spec-type",
+        "draft-simple",
+        "-c",
+        "2048",
+        "-t",
+        "1",
+        "-td",
+        "1",
+        "-np",
+        "1",
+        "--no-webui",
+        *extra,
+    ]
 
 
 def plain_args(target: Path, *extra: str) -> list[str]:

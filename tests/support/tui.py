@@ -46,8 +46,15 @@ class FakeModels:
     remembers_pair = True
     legend_note = ""
 
-    def __init__(self, pulled: bool = True, step_seconds: float = 0.0, max_tokens: int = 60,
-                 draft=noisy_draft, temp: float = 0.0, cpu_bound: bool = False) -> None:
+    def __init__(
+        self,
+        pulled: bool = True,
+        step_seconds: float = 0.0,
+        max_tokens: int = 60,
+        draft=noisy_draft,
+        temp: float = 0.0,
+        cpu_bound: bool = False,
+    ) -> None:
         self.pulled = pulled
         self.step_seconds = step_seconds
         self.cpu_bound = cpu_bound  # as llama.Model says when decoding keeps every core busy
@@ -57,8 +64,10 @@ class FakeModels:
         self.opened: list[ChatSession] = []
 
     def pairs(self):
-        return [PairInfo("fake-pair", "a fake pair", self.pulled, True, 2_000_000),
-                PairInfo("other-pair", "another fake pair", True, False, 1_000_000)]
+        return [
+            PairInfo("fake-pair", "a fake pair", self.pulled, True, 2_000_000),
+            PairInfo("other-pair", "another fake pair", True, False, 1_000_000),
+        ]
 
     def default_pair(self) -> str:
         return "fake-pair"
@@ -85,16 +94,28 @@ class FakeModels:
     def open(self, pair: str, drafter: str, k: int, settings: Settings) -> ChatSession:
         target = long_model(step_seconds=self.step_seconds)
         target.cpu_bound = self.cpu_bound
-        session = ChatSession(target, load_draft_model=self.draft, drafter=drafter, k=k, pair=pair,
-                              max_tokens=self.max_tokens, system=settings.system_prompt or None)
+        session = ChatSession(
+            target,
+            load_draft_model=self.draft,
+            drafter=drafter,
+            k=k,
+            pair=pair,
+            max_tokens=self.max_tokens,
+            system=settings.system_prompt or None,
+        )
         self.opened.append(session)
         return session
 
 
 def make_app(tmp_path, models=None, settings=None, **kw) -> SpecchatApp:
     history = History(tmp_path / "history.sqlite3")
-    return SpecchatApp(models or FakeModels(), settings or Settings(), history=history,
-                       save_settings=kw.pop("save_settings", False), **kw)
+    return SpecchatApp(
+        models or FakeModels(),
+        settings or Settings(),
+        history=history,
+        save_settings=kw.pop("save_settings", False),
+        **kw,
+    )
 
 
 async def wait_until(pilot, predicate, timeout: float = 10.0) -> None:
@@ -185,8 +206,9 @@ def rendered_by_colour(widget) -> dict[tuple[str | None, bool], str]:
 
 
 def spans_text(reply: AssistantMessage, kind: str, drafter: str | None = None) -> str:
-    return squash("".join(s["text"] for s in reply.spans
-                          if s["kind"] == kind and (drafter is None or s["drafter"] == drafter)))
+    return squash(
+        "".join(s["text"] for s in reply.spans if s["kind"] == kind and (drafter is None or s["drafter"] == drafter))
+    )
 
 
 # --- replies and their colours ----------------------------------------------------------
@@ -222,5 +244,11 @@ class TinyPair:
     def open(self, pair, drafter, k, settings):
         from specchat.loader import open_session
 
-        return open_session(target=str(self.target), draft=self.draft and str(self.draft), drafter=drafter, k=k,
-                            max_tokens=self.max_tokens, ctx=2048)
+        return open_session(
+            target=str(self.target),
+            draft=self.draft and str(self.draft),
+            drafter=drafter,
+            k=k,
+            max_tokens=self.max_tokens,
+            ctx=2048,
+        )

@@ -13,9 +13,9 @@ from specchat.drafters.ngram import NgramDrafter
 from specchat.engine import Engine
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, probs
+from tests.support.engine import KVChecker, PerfectDrafter, RandomDrafter
 from tests.support.fake_grammar import END, MACHINE, FakeGrammar, matches
 from tests.support.fake_model import EOS, FakeModel
-from tests.test_engine_fake import KVChecker, PerfectDrafter, RandomDrafter
 
 PROMPT = [5, 9, 3, 7, 5, 9, 3, 11, 2, 5, 9]
 

@@ -172,7 +172,7 @@ def test_a_signal_mid_reply_keeps_the_reply_and_restores_the_terminal(tmp_path, 
     the hidden cursor are all undone before the process ends."""
     import pty
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = CHAT_ON_FAKES.format(root=root, tests=os.path.join(root, "tests"))
     (tmp_path / "home" / "config").mkdir(parents=True)
     (tmp_path / "home" / "config" / "settings.toml").write_text('drafter = "ngram"\n')  # no cost curve to measure first

@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from rich.color import Color, ColorSystem
 
 from specchat.themes import SPEC_DEFAULTS
+from tests.support.cli import run_json, specchat
 
-CODE_EDIT = (Path(__file__).parent / "data" / "code_edit_prompt.txt").read_text()
-
-
-def specchat(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "specchat.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
+CODE_EDIT = (Path(__file__).parents[1] / "data" / "code_edit_prompt.txt").read_text()
 
 
-def run_json(*args: str) -> dict:
-    r = specchat("run", *args, "--json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+
+
 
 
 @pytest.mark.real

@@ -12,9 +12,9 @@ import pytest
 from specchat.errors import SpecchatError
 from specchat.llamacpp.grammar import Grammar
 from specchat.schema import check_reply, load_gbnf, load_schema
-from tests.test_run_cli import run_json, specchat
+from tests.support.cli import run_json, specchat
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SCHEMA = DATA / "person.schema.json"
 GBNF = DATA / "answer.gbnf"
 PERSON = ("Extract the person as JSON: Maria Lopez, 34, is a senior engineer in Porto, Portugal, "

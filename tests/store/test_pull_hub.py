@@ -228,7 +228,7 @@ def test_disk_filling_up_during_the_download_is_a_clear_error(tiny, monkeypatch)
 
 
 def gguf_bytes(tmp_path, name, **kw) -> bytes:
-    from test_compat import write_gguf
+    from tests.support.gguf import write_gguf
 
     return write_gguf(tmp_path / name, **kw).read_bytes()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from specchat.bench.memory import WAYS, Asked, load, measure, one_word_changed, summary
 from specchat.chat import ChatSession
-from tests.test_memory_tui import QUESTION, WordModel
-from tests.test_run_cli import specchat
+from tests.support.cli import specchat
+from tests.support.words import QUESTION, WordModel
 
 
 def test_each_way_is_measured_off_then_per_drafter_and_new_is_drafted_from_memory():

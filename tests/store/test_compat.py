@@ -12,28 +12,7 @@ import pytest
 from specchat.errors import SpecchatError
 from specchat.store import compat
 from specchat.store.compat import IncompatiblePair, check_pair, read_vocab
-
-TOKENS = ["<unk>", "<s>", "</s>", "<pad>", "<mask>"] + [f"tok{i}" for i in range(5, 300)]
-
-
-def write_gguf(path: Path, model="gpt2", tokens=TOKENS, bos=1, eos=2, add_bos=False, add_eos=None, merges=True) -> Path:
-    writer = gguf.GGUFWriter(str(path), arch="llama")
-    writer.add_name("test model")
-    writer.add_tokenizer_model(model)
-    writer.add_token_list(tokens)
-    if merges:  # a big string array after the tokens, which the reader must walk past
-        writer.add_token_merges([f"t o{i}" for i in range(1000)])
-    writer.add_bos_token_id(bos)
-    writer.add_eos_token_id(eos)
-    writer.add_add_bos_token(add_bos)
-    if add_eos is not None:
-        writer.add_add_eos_token(add_eos)
-    writer.add_chat_template("{{ messages }}")
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+from tests.support.gguf import TOKENS, write_gguf
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_server import acceptance_lines
 
 from specchat.config import Settings
 from specchat.tui.panels import StatusBar
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine
 from tests.support.llamaserver import LlamaServer, plain_args, spec_args
+from tests.support.server import acceptance_lines
 from tests.support.tui import DARK, make_app, rendered_by_colour, saved, spans_text, wait_until
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("specchat_home")]  # settings and history under tmp_path

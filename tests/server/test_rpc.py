@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.llamaserver import LlamaServer, RpcWorker, binary_dir, rpc_spec_args
-from tests.test_server import PROMPT, acceptance_lines, run_json_checked_against_the_log
+from tests.support.server import PROMPT, acceptance_lines, run_json_checked_against_the_log
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def _our_processes() -> set[int]:
 def test_the_distributed_script_measures_draft_and_ngram_against_off_and_ends_its_processes(tiny_pair, tmp_path):
     before = _our_processes()
     report = tmp_path / "report.json"
-    root = Path(__file__).parent.parent
+    root = Path(__file__).parents[2]
     out = subprocess.run([sys.executable, "-m", "tools.distributed", "--pair", "smollm2-135m", "--delays", "0,2",
                           "--tokens", "24", "--json", str(report)], capture_output=True, text=True, timeout=900,
                          cwd=root)

@@ -25,8 +25,8 @@ from specchat.config import Settings
 from specchat.errors import SpecchatError
 from specchat.schema import load_schema, schema_spec
 from specchat.tui.widgets import AssistantMessage, PromptInput, UserMessage
+from tests.support.cli import specchat
 from tests.support.tui import TinyPair, enter, make_app, notices, ready, wait_until
-from tests.test_run_cli import specchat
 
 pytestmark = pytest.mark.usefixtures("specchat_home")  # settings and history under tmp_path
 
@@ -194,7 +194,7 @@ def test_ignored_keywords_are_the_ones_the_converter_reads_past(schema, ignored)
 
 
 def test_the_packaged_schemas_use_nothing_the_grammar_ignores():
-    folder = Path(__file__).parents[1] / "app" / "suites" / "json"
+    folder = Path(__file__).parents[2] / "app" / "suites" / "json"
     assert {p.name: load_schema(p).ignored for p in folder.glob("*.json")} == {
         p.name: () for p in folder.glob("*.json")}
 

@@ -116,7 +116,7 @@ def test_hub_errors_reach_the_user(tiny, write_pairs, monkeypatch):
 
 
 def test_custom_pair_through_the_cli(hub_server, tmp_path, specchat_home):
-    from test_compat import write_gguf
+    from tests.support.gguf import write_gguf
 
     hub_server.add("org/a-GGUF", "a.gguf", write_gguf(tmp_path / "a.gguf").read_bytes())
     hub_server.add("org/b-GGUF", "b.gguf", write_gguf(tmp_path / "b.gguf", model="llama").read_bytes())

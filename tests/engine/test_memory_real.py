@@ -10,7 +10,7 @@ import pytest
 from specchat.drafters.memory import PROMPT_TAIL
 from specchat.history import History
 from specchat.loader import open_session
-from tests.test_run_cli import specchat
+from tests.support.cli import specchat
 
 QUESTION = "Write a short poem about a lighthouse keeper and the sea."
 

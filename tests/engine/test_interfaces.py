@@ -5,12 +5,12 @@ and on the tests' fakes alike, so no caller has to probe for one."""
 from __future__ import annotations
 
 import pytest
-from test_hostile_server import Hostile, good_docs
 
 from specchat.config import Settings
 from specchat.engine import TargetModel
 from specchat.tui.models import Models, ModelSource, ServerModels, Session
 from tests.support.fake_model import FakeModel
+from tests.support.fakeserver import Hostile, good_docs
 from tests.support.tui import FakeModels, TinyPair
 
 

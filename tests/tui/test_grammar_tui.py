@@ -15,7 +15,7 @@ from specchat.tui.panels import StatusBar
 from specchat.tui.widgets import AssistantMessage, ReplyBody
 from tests.support.tui import TinyPair, enter, make_app, notices, ready, rendered_by_colour, spans_text, wait_until
 
-SCHEMA = Path(__file__).parent / "data" / "person.schema.json"
+SCHEMA = Path(__file__).parents[1] / "data" / "person.schema.json"
 GRAMMAR_COLOUR = DARK_THEME.variables["spec-grammar"]
 pytestmark = pytest.mark.usefixtures("specchat_home")  # settings and history under tmp_path
 

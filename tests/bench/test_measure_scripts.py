@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import models_cache_dir
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # tests/
 
 
 def script(name: str, *args: str, env: dict | None = None) -> str:

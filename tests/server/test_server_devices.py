@@ -2,7 +2,7 @@
 llama.cpp server reports in /props or /slots, its RPC workers by their
 endpoints, and otherwise "the server does not report its devices".
 
-A real loopback HTTP server, written here (tests/test_hostile_server.py's),
+A real loopback HTTP server, written here (tests/support/fakeserver.py's),
 answers like llama-server; llama-server as vendored in llama-cpp-python
 reports no devices, so the lists here are the server's answer as a test
 writes it. What a server names is data: shown escaped."""
@@ -14,7 +14,7 @@ import copy
 import pytest
 
 from specchat.errors import SpecchatError
-from tests.test_hostile_server import good_docs, serve  # noqa: F401 - serve is a fixture
+from tests.support.fakeserver import good_docs, serve  # noqa: F401 - serve is a fixture
 
 RPC_DEVICES = [
     {"name": "RPC0", "description": "10.0.0.2:50052"},

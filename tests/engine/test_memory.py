@@ -16,8 +16,8 @@ from specchat.drafters.ngram import NgramDrafter
 from specchat.engine import Engine
 from specchat.history import History, Message
 from specchat.sampling import SamplingParams
+from tests.support.engine import PROMPT, exact_second_token_distribution
 from tests.support.fake_model import FakeModel
-from tests.test_engine_fake import PROMPT, exact_second_token_distribution
 
 QUESTION = "the cat sat on the mat and then it ran"
 

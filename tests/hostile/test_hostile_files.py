@@ -41,7 +41,7 @@ def _decoded(row: dict) -> dict:
 
 
 # Each case: what the stored row holds instead of what specchat writes, and the marker's reason.
-ROWS_FILE = Path(__file__).parent / "data" / "hostile_rows.json"
+ROWS_FILE = Path(__file__).parents[1] / "data" / "hostile_rows.json"
 BAD_ROWS = {name: (_decoded(case["row"]), case["reason"]) for name, case in json.loads(ROWS_FILE.read_text()).items()}
 
 

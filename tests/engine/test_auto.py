@@ -10,8 +10,8 @@ from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.engine import Engine
+from tests.support.engine import PROMPT, KVChecker, plain_tokens
 from tests.support.fake_model import FakeModel
-from tests.test_engine_fake import PROMPT, KVChecker, plain_tokens
 
 
 def costs(fn, up_to=33) -> CostModel:

@@ -10,27 +10,8 @@ from specchat.chat import ChatSession
 from specchat.config import read_settings
 from specchat.history import History, Message
 from specchat.tui.panels import StatsPanel
-from tests.support.fake_model import WORDS, FakeModel
-from tests.support.tui import FakeModels, long_model, make_app, notices, ready, send, wait_until
-
-QUESTION = "the cat sat on the mat"
-
-
-class WordModel(FakeModel):
-    """The app's fake model with a tokenizer that reads its own pieces back
-    (the fake's own reads characters): a stored reply's text becomes its tokens again."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.table, self.cpu_bound = long_model().table, False
-
-    def tokenize(self, text: str, special: bool = True) -> list[int]:
-        out = []
-        while text:
-            piece = max((w for w in WORDS[1:] if text.startswith(w)), key=len, default=None)
-            out.append(WORDS.index(piece) if piece else super().tokenize(text[0])[0])
-            text = text[len(piece or text[0]) :]
-        return out
+from tests.support.tui import FakeModels, make_app, notices, ready, send, wait_until
+from tests.support.words import QUESTION, WordModel
 
 
 class WordModels(FakeModels):
