@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from specchat.costmodel import CostModel, KeptCurve, warmup_steps
+from specchat.costmodel import CostModel, KeptCurve, calibration_sizes, warmup_steps
 from specchat.dialogue import Dialogue, SessionStatus
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
@@ -69,7 +69,8 @@ class ChatSession(Dialogue[Turn]):
         super().__init__()
         # Where each model runs (llamacpp.placement): the draft's once it has loaded.
         self.devices: dict[str, dict | None] = {"target": target.device, "draft": None}
-        self.costs = CostModel(warmup_steps(self.devices["target"]))  # warm-up: 2 steps on a GPU, 0 on the CPU
+        device = self.devices["target"]
+        self.costs = CostModel(warmup_steps(device), calibration_sizes(device))  # a GPU: 2 warm-up steps, every size
         self.cost_key = target.cost_key  # what the kept curve and tokens belong to (None: keep none)
         # The curve measured by an earlier session on this model and settings: auto
         # then prices its first round without measuring anything first.
@@ -128,7 +129,7 @@ class ChatSession(Dialogue[Turn]):
             why = None if self._closing.is_set() else self.curve_due()
             if why is None:
                 return None
-            fresh = CostModel(self.costs.warmup_steps)
+            fresh = CostModel(self.costs.warmup_steps, self.costs.sizes)
             tell = self.engine.on_calibrate
             if tell is not None:
                 tell(True)

@@ -114,7 +114,7 @@ def run(
     k: int | None = typer.Option(
         None,
         "--k",
-        help="Most tokens a drafter may propose per round (default: 16 for auto/ngram, 4 for draft/hybrid).",
+        help="Most tokens a drafter may propose per round (default: 32 for auto/memory, 16 for ngram/grammar, 4 for draft/hybrid).",
     ),
     max_tokens: int = typer.Option(256, "--max-tokens", help="Stop after this many tokens (at least 1)."),
     temp: float = typer.Option(0.0, "--temp", help="Temperature (0 = greedy)."),

@@ -8,7 +8,7 @@ to the defaults and reports a clear message naming the line.
     pair = "qwen2.5-coder-1.5b"
     drafter = "auto"           # off | ngram | draft | hybrid | auto
     k = 16                     # the most a drafter may propose per round (unset: each
-                               # drafter's own, 16 for auto/ngram, 4 for draft/hybrid)
+                               # drafter's own: 32 auto/memory, 16 ngram, 4 draft/hybrid)
     temperature = 0.0
     theme = "specchat-dark"
     system_prompt = ""

@@ -34,11 +34,15 @@ import time
 
 from specchat import kvcache, paths
 
-# Every size up to 8, then the usual draft lengths: CPU kernels change at
-# batch sizes like 8 and 16, and the curve bends there (docs/bench-default-pair.txt,
-# the 2-core CPU: 7 positions cost 4.96 steps, 8 cost 6.86, 16 only 9.13),
-# which interpolating between far-apart sizes would miss.
-CALIBRATION_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17)
+# On a CPU: every size up to 8, then the usual draft lengths up to the
+# longest verify (k = 32: 33 positions). CPU kernels change at batch sizes
+# like 8 and 16, and the curve bends there (docs/bench-default-pair.txt, the
+# 2-core CPU: 7 positions cost 4.96 steps, 8 cost 6.86, 16 only 9.13), which
+# interpolating between far-apart sizes would miss; between the sizes here
+# it is smooth. A GPU's curve has cliffs anywhere (8 → 9 on CUDA), so there
+# every size is measured: calibration_sizes.
+LONGEST = 33  # positions of the longest verify: drafters.K_MAX + 1
+CALIBRATION_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 24, 32, LONGEST)
 SMOOTHING = 0.2  # weight of a new observation
 # Warm-up steps: plain steps after a batch of another shape before a step
 # costs what it does in a stream of steps: ggml-cuda runs the first without
@@ -49,6 +53,12 @@ MAX_AGE_S = 30 * 86400  # a kept curve older than this is measured again
 DRIFT = 0.25  # live rounds this far from the measured curve: measure it again
 DRIFT_ROUNDS = 10  # ...once a size has been seen this often (SMOOTHING has then forgotten the start)
 timer = time.perf_counter  # the clock decodes are timed by (a test gives it a jittering one)
+
+
+def calibration_sizes(device: dict | None) -> tuple[int, ...]:
+    """The sizes a calibration measures: CALIBRATION_SIZES on the CPU, every
+    size up to LONGEST where the model runs on a GPU backend."""
+    return tuple(range(1, LONGEST + 1)) if device and device.get("gpu_layers") else CALIBRATION_SIZES
 
 
 def warmup_steps(device: dict | None) -> int:
@@ -109,11 +119,12 @@ def time_decodes(
 
 
 class CostModel:
-    def __init__(self, warmup_steps: int = WARMUP_STEPS) -> None:
+    def __init__(self, warmup_steps: int = WARMUP_STEPS, sizes: tuple[int, ...] = CALIBRATION_SIZES) -> None:
         # Plain steps in a row before a step costs what it does among steps
         # (warmup_steps(device)): the engine's baseline samples and auto's price
         # for leaving a plain run both go by it.
         self.warmup_steps = warmup_steps
+        self.sizes = sizes  # what calibrate measures (calibration_sizes)
         self.seconds: dict[int, float] = {}  # positions -> seconds per decode
         self._known: list[int] = []  # sorted(self.seconds), kept: auto asks for many sizes every round
         self.warming = 0.0  # extra seconds of each warm-up step after a batch
@@ -130,6 +141,12 @@ class CostModel:
     @property
     def calibrated(self) -> bool:
         return 1 in self.seconds and len(self.seconds) >= 3
+
+    @property
+    def covers(self) -> bool:
+        """Measured at every size calibrate measures: a curve kept before a
+        size was added (auto's longer drafts) is measured again."""
+        return self.calibrated and set(self.sizes) <= set(self.measured)
 
     def observe(self, n: int, seconds: float) -> None:
         old = self.seconds.get(n)
@@ -153,15 +170,17 @@ class CostModel:
         return self.step(n) / self.step(1)
 
     def calibrate(
-        self, model, sizes=CALIBRATION_SIZES, repeats: int = 1, cancel: threading.Event | None = None
+        self, model, sizes: tuple[int, ...] | None = None, repeats: int = 1, cancel: threading.Event | None = None
     ) -> None:
         """Decode junk batches right after the cache and roll them back.
         Takes the fastest of `repeats` for each size; live rounds refine it.
         A set `cancel` stops it, and what it measured is dropped: a curve
         cut short is not one to keep."""
-        measured = time_decodes(model, sizes, repeats, cancel=cancel)
+        measured = time_decodes(model, sizes or self.sizes, repeats, cancel=cancel)
         if cancel is not None and cancel.is_set():
             return
+        if sizes is None:  # a size the context cannot hold is not asked for again
+            self.sizes = tuple(n for n in self.sizes if n in measured)
         self.load({**self.seconds, **{n: min(samples) for n, samples in measured.items()}})
 
     def load(self, points: dict[int, float]) -> None:
@@ -245,8 +264,8 @@ class KeptCurve:
     def due(self) -> str | None:
         """Why the curve should be measured again: "missing", "old" (measured
         over MAX_AGE_S ago) or "drifted" (live rounds moved a size past DRIFT)."""
-        if not self.costs.calibrated:
-            return "missing"
+        if not self.costs.covers:
+            return "missing"  # never measured, or measured before it covered every size auto may pick
         if self.measured is not None and time.time() - self.measured > MAX_AGE_S:
             return "old"
         return "drifted" if self.costs.drifted() is not None else None

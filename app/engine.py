@@ -124,7 +124,7 @@ class Engine:
     def _calibrate_if_needed(self, cancel: Cancel = None) -> None:
         """Measure the cost curve for a drafter that prices by it (auto), unless
         it is known (measured before, or saved from an earlier run: ChatSession)."""
-        if self.drafter.needs_costs and not self.costs.calibrated:
+        if self.drafter.needs_costs and not self.costs.covers:
             if self.on_calibrate is not None:
                 self.on_calibrate(True)
             t0 = time.perf_counter()

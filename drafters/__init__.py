@@ -16,13 +16,19 @@ READS_MEMORY = ("memory", "hybrid", "auto")
 # The most tokens a drafter may propose per round: --k, the settings, the
 # chat's k keys and bench all take k from this range.
 K_MIN, K_MAX = 1, 32
-DEFAULT_K = 16  # copying drafters and auto earn long drafts...
-MODEL_K = 4  # ...a draft model pays for every token it drafts
+DEFAULT_K = 16  # copying drafters earn long drafts...
+MODEL_K = 4  # ...a draft model pays for every token it drafts...
+# ...and auto and the memory draft as far as the evidence goes: the memory
+# as long as its match (a question asked again matches its whole answer),
+# auto as long as its cost curve and the match's agreement say it pays.
+LONG_K = K_MAX
 
 
 def default_k(drafter: str) -> int:
     """The k a drafter runs at unless told otherwise."""
-    return MODEL_K if drafter in ("draft", "hybrid") else DEFAULT_K
+    if drafter in ("draft", "hybrid"):
+        return MODEL_K
+    return LONG_K if drafter in ("auto", "memory") else DEFAULT_K
 
 
-__all__ = ["DEFAULT_K", "K_MAX", "K_MIN", "MODEL_K", "NAMES", "NEEDS_CONSTRAINT", "READS_MEMORY", "default_k"]
+__all__ = ["DEFAULT_K", "K_MAX", "K_MIN", "LONG_K", "MODEL_K", "NAMES", "NEEDS_CONSTRAINT", "READS_MEMORY", "default_k"]

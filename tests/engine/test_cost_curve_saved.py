@@ -17,7 +17,16 @@ from typer.testing import CliRunner
 from specchat import paths
 from specchat.chat import ChatSession
 from specchat.cli import app
-from specchat.costmodel import DRIFT_ROUNDS, MAX_AGE_S, CostModel, measured_at, save_curve, saved_curve
+from specchat.costmodel import (
+    CALIBRATION_SIZES,
+    DRIFT_ROUNDS,
+    MAX_AGE_S,
+    CostModel,
+    calibration_sizes,
+    measured_at,
+    save_curve,
+    saved_curve,
+)
 from specchat.display import local_fields
 from tests.support.fake_model import FakeModel
 from tests.support.tui import FakeModels, make_app, ready, wait_until
@@ -96,7 +105,7 @@ def keyed_model() -> FakeModel:
 
 
 def test_a_session_starts_from_the_saved_curve_and_keeps_the_refined_one():
-    save_curve("a fake with a key", {n: 0.001 * n for n in (1, 2, 4, 8, 17)})
+    save_curve("a fake with a key", {n: 0.001 * n for n in CALIBRATION_SIZES})
     session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
     assert session.costs.calibrated and session.cost_curve() == {"from": "saved", "calibration_s": 0.0}
     session.reply("hello")
@@ -167,7 +176,7 @@ def test_off_needs_no_curve_until_auto_is_picked():
 
 def test_an_old_curve_is_measured_again_and_dated():
     month_ago = time.time() - MAX_AGE_S - 60
-    save_curve("a fake with a key", {n: 0.5 * n for n in (1, 2, 4, 8, 17)}, month_ago)
+    save_curve("a fake with a key", {n: 0.5 * n for n in CALIBRATION_SIZES}, month_ago)
     session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
     assert session.curve_due() == "old"
     assert session.measure_ahead() == "old"
@@ -205,7 +214,7 @@ class SlowDecodes(FakeModel):
 
 
 def test_a_reply_stops_a_refresh_and_keeps_the_old_curve():
-    old = {n: 0.5 * n for n in (1, 2, 4, 8, 17)}
+    old = {n: 0.5 * n for n in CALIBRATION_SIZES}
     save_curve("a fake with a key", old, time.time() - MAX_AGE_S - 60)
     model = SlowDecodes()
     session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
@@ -243,3 +252,27 @@ def test_closing_stops_a_measurement_between_replies():
     session.close()
     ahead.join(5)
     assert result == [None] and saved_curve("a fake with a key") is None  # a cut curve is not kept
+
+
+def test_a_curve_kept_before_auto_drafted_past_16_is_measured_again():
+    """auto may draft 32 tokens (33 positions): a curve that stops at 17 is
+    measured again, so no k auto may pick is priced by extrapolation."""
+    save_curve("a fake with a key", {n: 0.001 * n for n in (1, 2, 4, 8, 16, 17)})
+    session = ChatSession(keyed_model(), drafter="auto", k=32, max_tokens=20)
+    assert session.curve_due() == "missing"
+    assert session.measure_ahead() == "missing"
+    assert {24, 32, 33} <= set(saved_curve("a fake with a key")) and session.curve_due() is None
+
+
+def test_a_gpu_measures_every_size_and_a_cpu_the_bends():
+    assert calibration_sizes({"gpu_layers": 29, "layers": 29}) == tuple(range(1, 34))
+    assert calibration_sizes({"gpu_layers": 0, "layers": 29}) == CALIBRATION_SIZES
+    assert calibration_sizes(None) == CALIBRATION_SIZES and CALIBRATION_SIZES[-1] == 33
+
+
+def test_a_size_the_context_cannot_hold_is_not_asked_for_again():
+    model = FakeModel()
+    model.n_ctx = 24  # room for 17 positions after the step before, not for 24
+    costs = CostModel()
+    costs.calibrate(model)
+    assert costs.covers and max(costs.sizes) == 17 and 24 not in costs.seconds
