@@ -43,6 +43,17 @@ def round_spans(r: Shown) -> list[dict]:
     return [{"text": text, "kind": kind, "drafter": who} for text, kind, who in parts if text]
 
 
+REJECTED_LINE_END = "⏎"  # a line end inside a rejected draft, as shown
+
+
+def shown_text(span: dict) -> str:
+    """A span's text as the screen shows it: a rejected draft keeps to its
+    line (its line ends show as ⏎ inside the strike-through), so a struck
+    draft never pushes the reply's next text onto a line of its own."""
+    text = span["text"]
+    return text.replace("\n", REJECTED_LINE_END) if span["kind"] == "rejected" else text
+
+
 def merge_spans(spans: list[dict], new: list[dict]) -> None:
     """Append `new` to `spans`, joining neighbours of the same kind and source."""
     for s in new:

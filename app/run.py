@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from specchat.chat import ChatSession
-from specchat.display import round_spans, spans, stats_fields
+from specchat.display import round_spans, shown_text, spans, stats_fields
 from specchat.engine import Turn
 from specchat.history import History, Message
 from specchat.stats import Round, TurnStats, first_difference
@@ -36,7 +36,7 @@ def round_text(r: Round) -> Text:
     rejected drafts, then the target's token."""
     out = Text()
     for s in round_spans(r):
-        out.append(safe_text(s["text"]), span_style(s["kind"], s["drafter"], SPEC_DEFAULTS.get))
+        out.append(safe_text(shown_text(s)), span_style(s["kind"], s["drafter"], SPEC_DEFAULTS.get))
     return out
 
 

@@ -206,8 +206,11 @@ def rendered_by_colour(widget) -> dict[tuple[str | None, bool], str]:
 
 
 def spans_text(reply: AssistantMessage, kind: str, drafter: str | None = None) -> str:
+    """The spans' text as the screen shows it (a rejected line end as ⏎), whitespace removed."""
+    from specchat.display import shown_text
+
     return squash(
-        "".join(s["text"] for s in reply.spans if s["kind"] == kind and (drafter is None or s["drafter"] == drafter))
+        "".join(shown_text(s) for s in reply.spans if s["kind"] == kind and (drafter is None or s["drafter"] == drafter))
     )
 
 

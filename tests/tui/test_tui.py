@@ -255,3 +255,31 @@ def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
     clock["cpu"] += 1.0  # a very slow render: batches come at the longest spacing allowed
     app.pacer.pace()
     assert app.pacer.batch_seconds == app_mod.MAX_BATCH_SECONDS
+
+
+async def test_a_rejected_line_end_keeps_the_code_on_its_line(tmp_path):
+    """A struck-through draft that holds a line end shows it as ⏎, so the
+    target's correction stays on the line it belongs to: a one-line list
+    comprehension stays one line, with the rejected draft struck through inside it."""
+    from textual.geometry import Region
+
+    from specchat.tui.chatlog import ChatLog
+    from specchat.tui.widgets import AssistantMessage, ReplyChunk
+
+    spans = [{"text": "squares = [x * x", "kind": "accepted", "drafter": "ngram"},
+             {"text": "\n    for", "kind": "rejected", "drafter": "ngram"},
+             {"text": " for x in xs]", "kind": "target", "drafter": "target"}]  # fmt: skip
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        reply = AssistantMessage(show_rejected=True)
+        await app.query_one(ChatLog).mount(reply)
+        reply.add_spans(spans)
+        await pilot.pause()
+        lines = []
+        for chunk in reply.query(ReplyChunk):
+            w, h = chunk.size
+            lines += ["".join(seg.text for seg in strip).rstrip() for strip in chunk.render_lines(Region(0, 0, w, h))]
+        assert [line for line in lines if line] == ["squares = [x * x⏎    for for x in xs]"]
+        struck = rendered_by_colour(reply.query_one(ReplyBody))[(DARK["rejected"], True)]
+        assert struck == "⏎for"  # whitespace squashed: the line end and the word, struck through
