@@ -23,7 +23,7 @@ from specchat.errors import SpecchatError
 from specchat.history import History
 from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
-from specchat.tui.chatscreen import ChatScreen, Shown
+from specchat.tui.chatscreen import ChatScreen, Chosen, Shown
 from specchat.tui.controller import ChatController, Notice
 from specchat.tui.conversation import Conversation
 from specchat.tui.keys import SpecchatCommands, keymap_conflicts
@@ -127,6 +127,21 @@ class SpecchatApp(App):
         """Every notification is plain text: what it quotes (a file, a key, a
         title, an error) is data, never markup or terminal control."""
         super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
+
+    def action_help_quit(self) -> None:
+        """ctrl+c: say how to quit (Textual's own line is markup, and every
+        notification here is plain text)."""
+        for key, active in self.active_bindings.items():
+            if active.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press {key} to quit the app", title="Do you want to quit?")
+                return
+
+    @on(Chosen)
+    def chosen(self, msg: Chosen) -> None:
+        """A drafter or k picked in the chat is the next chat's too (settings.toml)."""
+        for name, value in msg.changes.items():
+            setattr(self.settings, name, value)
+        self._save(msg.changes)
 
     def tell(self, notice: Notice) -> None:
         self.notify(notice.text, title=notice.title, severity=notice.severity, timeout=notice.timeout)

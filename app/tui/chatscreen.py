@@ -34,6 +34,13 @@ from specchat.tui.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, R
 from specchat.tui.widgets import PromptInput, StatsLine, last_code_block
 
 
+@dataclass
+class Chosen(Message):
+    """The user picked a drafter or a k: the app keeps it in the settings."""
+
+    changes: dict
+
+
 class Shown(Message):
     """The chat's screen is up: the app opens the pair now."""
 
@@ -213,14 +220,13 @@ class ChatScreen(Screen):
     def action_cycle_drafter(self) -> None:
         self.tell(self.chat.cycle_drafter())
         self.set_status()
+        self.post_message(Chosen({"drafter": self.chat.drafter}))
 
-    def action_k_up(self) -> None:
-        self.tell(self.chat.change_k(+1))
+    def action_change_k(self, delta: int) -> None:
+        self.tell(self.chat.change_k(delta))
         self.set_status()
-
-    def action_k_down(self) -> None:
-        self.tell(self.chat.change_k(-1))
-        self.set_status()
+        if self.chat.chosen_k is not None:
+            self.post_message(Chosen({"k": self.chat.chosen_k}))
 
     def action_legend(self) -> None:
         keys = legend_keys([active.binding for active in self.active_bindings.values()], self.app.get_key_display)

@@ -35,8 +35,8 @@ ACTIONS = [
         True,
         True,
     ),
-    Action("k_up", "ctrl+up", "k_up", "k+", "Let the drafter propose one more token per round", False, True),
-    Action("k_down", "ctrl+down", "k_down", "k−", "Let the drafter propose one token fewer per round", False, True),
+    Action("k_up", "ctrl+up", "change_k(1)", "k+", "Let the drafter propose one more token per round", False, True),
+    Action("k_down", "ctrl+down", "change_k(-1)", "k−", "Let the drafter propose one token fewer per round", False, True),
     Action("cancel", "escape", "cancel", "Cancel", "Stop at the next round; the partial reply stays", True),
     Action("toggle_rejected", "ctrl+t", "toggle_rejected", "Rejected", "Hide or show rejected drafts", True, True),
     Action("legend", "f1", "legend", "Legend", "What the colours and numbers mean; every key", True),
@@ -94,7 +94,12 @@ def legend_keys(bindings: list[Binding], display: Callable[[Binding], str]) -> l
     for b in bindings:
         if b.id in ours and b.id not in seen:
             seen[b.id] = b
-    return [(b.key_display or display(b), b.description) for b in seen.values()]
+    keys = [(b.key_display or display(b), b.description) for b in seen.values()]
+    return keys + [
+        ("ctrl+p", "The command palette: every action by its name"),
+        ("shift+enter", "A new line in the message (ctrl+j too)"),
+        ("tab", "Move between the prompt and the conversation (↑ ↓ pgup pgdn scroll it)"),
+    ]
 
 
 def keymap_conflicts(keymap: dict[str, str]) -> list[str]:

@@ -3,7 +3,7 @@ every figure of the turns so far, and where each model runs."""
 
 from __future__ import annotations
 
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
@@ -45,8 +45,9 @@ def bar(share: float, width: int = 20) -> str:
     return "█" * full + "·" * (width - full)
 
 
-class StatsPanel(Vertical):
-    """Per-turn α and speedup, per-position acceptance, totals, time split."""
+class StatsPanel(VerticalScroll):
+    """Per-turn α and speedup, per-position acceptance, totals, time split.
+    It scrolls: tab reaches it, and ↑ ↓ end bring the totals below the fold."""
 
     def compose(self):
         yield Static("Stats", classes="panel-title")

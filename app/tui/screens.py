@@ -9,7 +9,7 @@ from pathlib import Path
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Static
@@ -63,7 +63,7 @@ class LegendScreen(ModalScreen[None]):
             " lost vs the measured off baseline",
         )
         key_lines = "\n".join(f"{k:>14}  {what}" for k, what in self.keys)
-        with Vertical(id="legend", classes="dialog"):
+        with VerticalScroll(id="legend", classes="dialog"):  # ↑ ↓ reach the keys below the fold
             yield Static("Legend", classes="dialog-title")
             yield Static(sample)
             yield Static(hybrid)

@@ -330,3 +330,62 @@ async def test_legend_shows_the_colours(tmp_path):
         assert ("memory accepted", SPEC_DEFAULTS["spec-memory"], False) in runs
         await pilot.press("escape")
         assert app.screen.__class__.__name__ != "LegendScreen"
+
+
+async def test_a_drafter_and_k_picked_in_the_chat_are_the_next_chats(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
+    from specchat.config import load_settings
+
+    app = make_app(tmp_path, save_settings=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+d")  # auto -> off
+        await pilot.press("ctrl+d", "ctrl+down")  # off -> ngram, then k 16 -> 15
+        await pilot.pause()
+    kept = load_settings()
+    assert (kept.drafter, kept.k) == ("ngram", 15)
+    again = make_app(tmp_path, settings=kept)
+    async with again.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        assert "drafter ngram · k 15 ·" in str(again.query_one(StatusBar).render())
+
+
+async def test_the_legend_names_every_key_and_scrolls_to_the_last(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ready(pilot)
+        await pilot.press("f1")
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "LegendScreen")
+        keys = str(app.screen.query_one("#legend-keys").render())
+        for key in ("f8", "f10", "ctrl+p", "shift+enter", "tab"):
+            assert any(line.split()[0].lower() == key for line in keys.splitlines()), key
+        legend = app.screen.query_one("#legend")
+        assert legend.max_scroll_y > 0  # 30 rows do not hold it all...
+        await pilot.press("end")
+        await pilot.pause()
+        assert legend.scroll_y == legend.max_scroll_y  # ...and the keyboard reaches the last line
+
+
+async def test_ctrl_c_says_how_to_quit_in_plain_text(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.screen.query_one("#chat").focus()  # the prompt's own ctrl+c copies
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert [n.message for n in app._notifications][-1] == "Press ctrl+q to quit the app"
+
+
+async def test_the_stats_panel_scrolls_to_its_totals_by_keyboard(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 24)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await pilot.press("f2")
+        await pilot.pause()
+        panel = app.screen.query_one("#stats-panel")
+        assert panel.max_scroll_y > 0  # 24 rows do not hold the totals
+        panel.focus()
+        await pilot.press("end")
+        await pilot.pause()
+        assert panel.scroll_y == panel.max_scroll_y
