@@ -36,7 +36,9 @@ ACTIONS = [
         True,
     ),
     Action("k_up", "ctrl+up", "change_k(1)", "k+", "Let the drafter propose one more token per round", False, True),
-    Action("k_down", "ctrl+down", "change_k(-1)", "k−", "Let the drafter propose one token fewer per round", False, True),
+    Action(
+        "k_down", "ctrl+down", "change_k(-1)", "k−", "Let the drafter propose one token fewer per round", False, True
+    ),
     Action("cancel", "escape", "cancel", "Cancel", "Stop at the next round; the partial reply stays", True),
     Action("toggle_rejected", "ctrl+t", "toggle_rejected", "Rejected", "Hide or show rejected drafts", True, True),
     Action("legend", "f1", "legend", "Legend", "What the colours and numbers mean; every key", True),
