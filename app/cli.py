@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from specchat.cli_history import history_app
 from specchat.cli_models import models_app, pull, rm
 from specchat.cliopts import (
     BASELINE,
@@ -96,6 +97,7 @@ main_callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 app.command()(pull)
 app.add_typer(models_app, name="models")
 app.command()(rm)
+app.add_typer(history_app, name="history")
 
 
 # --- run (owned by run.py) ---------------------------------------------------
@@ -115,6 +117,11 @@ def run(
         None,
         "--k",
         help="Most tokens a drafter may propose per round (default: 32 for auto/memory, 16 for ngram/grammar, 4 for draft/hybrid).",
+    ),
+    files: list[str] | None = typer.Option(
+        None,
+        "--file",
+        help="Attach a text file: its text goes before the message, fenced, under its name (repeatable).",
     ),
     max_tokens: int = typer.Option(256, "--max-tokens", help="Stop after this many tokens (at least 1)."),
     temp: float = typer.Option(0.0, "--temp", help="Temperature (0 = greedy)."),
@@ -177,12 +184,14 @@ def run(
     """Generate one reply and show how speculation did. On a terminal the
     reply streams in colour; piped or redirected, stdout is the reply alone."""
     from specchat import checks
+    from specchat.attach import read_attachment, with_files
     from specchat.loader import open_session
     from specchat.run import run_once
     from specchat.sampling import SamplingParams
 
     set_extra_bufts(extra_bufts)
-    prompt = _prompt(prompt)
+    attached = [read_attachment(path) for path in files or []]  # a bad file is one line before any model loads
+    prompt = with_files(_prompt(prompt), attached)
     if system is not None:
         checks.prompt(system, "--system", empty_ok=True)
     sampling = SamplingParams(

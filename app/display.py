@@ -9,6 +9,7 @@ import re
 from typing import Protocol
 
 from specchat.stats import Round
+from specchat.textsafe import safe_text
 
 
 class Shown(Protocol):
@@ -47,10 +48,11 @@ REJECTED_LINE_END = "⏎"  # a line end inside a rejected draft, as shown
 
 
 def shown_text(span: dict) -> str:
-    """A span's text as the screen shows it: a rejected draft keeps to its
-    line (its line ends show as ⏎ inside the strike-through), so a struck
-    draft never pushes the reply's next text onto a line of its own."""
-    text = span["text"]
+    """A span's text as the screen shows it: safe (textsafe.safe_text), and a
+    rejected draft keeps to its line (its line ends show as ⏎ inside the
+    strike-through), so a struck draft never pushes the reply's next text
+    onto a line of its own."""
+    text = safe_text(span["text"])
     return text.replace("\n", REJECTED_LINE_END) if span["kind"] == "rejected" else text
 
 

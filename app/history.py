@@ -34,6 +34,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
@@ -67,6 +68,22 @@ CREATE TABLE IF NOT EXISTS messages (
     UNIQUE (conversation_id, seq)
 );
 """
+# Full-text search over every message (SQLite FTS5), kept in step by triggers;
+# a history made before it had the index is indexed once when opened.
+SEARCH = """
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(content, content='messages', content_rowid='id');
+CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+CREATE TRIGGER IF NOT EXISTS messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+"""
+SEARCH_LIMIT = 50  # matches one search returns, best first
 
 
 Replies = list[tuple[int, str, str]]  # (conversation id, the user's message, the reply)
@@ -99,6 +116,7 @@ class History:
             with self.db:
                 self.db.executescript(SCHEMA)
             self._check_tables()
+            self._index()
         except sqlite3.Error:
             self.db.close()
             raise
@@ -113,6 +131,34 @@ class History:
             ).fetchall()
         except sqlite3.OperationalError as err:
             raise sqlite3.DatabaseError(f"not a specchat history: {err}") from None
+
+    def _index(self) -> None:
+        """The search index, made (and filled from the messages already
+        stored) the first time this history is opened by a specchat that has it."""
+        new = not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'").fetchone()
+        with self.db:
+            self.db.executescript(SEARCH)
+            if new:
+                self.db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+
+    @_locked
+    def search(self, text: str) -> list[Found]:
+        """Messages holding `text` (its words, in order), best match first;
+        nothing for text with no words in it."""
+        words = " ".join(text.split())
+        if not words:
+            return []
+        phrase = '"' + words.replace('"', '""') + '"'  # the user's text, never FTS5 syntax
+        rows = self.db.execute(
+            "SELECT m.conversation_id, c.title, m.role, snippet(messages_fts, 0, '«', '»', '…', 12) "
+            "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+            "JOIN conversations c ON c.id = m.conversation_id "
+            "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
+            (phrase, SEARCH_LIMIT),
+        ).fetchall()
+        return [
+            Found(int(conv), str(title), str(role), " ".join(str(snip).split())) for conv, title, role, snip in rows
+        ]
 
     @_locked
     def close(self) -> None:
@@ -236,6 +282,16 @@ class History:
 
     def export_markdown(self, conv_id: int) -> str:
         return to_markdown(self.load(conv_id))
+
+
+@dataclass(frozen=True)
+class Found:
+    """A message a search matched: its conversation, and the words around the match («» marks it)."""
+
+    conversation: int
+    title: str
+    role: str
+    snippet: str
 
 
 def title_for(text: str) -> str:

@@ -36,7 +36,7 @@ def round_text(r: Round) -> Text:
     rejected drafts, then the target's token."""
     out = Text()
     for s in round_spans(r):
-        out.append(safe_text(shown_text(s)), span_style(s["kind"], s["drafter"], SPEC_DEFAULTS.get))
+        out.append(shown_text(s), span_style(s["kind"], s["drafter"], SPEC_DEFAULTS.get))
     return out
 
 

@@ -23,7 +23,7 @@ async def _drive(pilot, prompt: str, out: Path, stats_panel: bool) -> None:
     from specchat.tui.widgets import PromptInput
 
     app = pilot.app
-    while app.session is None:
+    while app.chat.session is None:
         if "could not load" in app.query_one("StatusBar").status.note:
             app.exit(message=app.query_one("StatusBar").status.note)
             return
@@ -33,7 +33,7 @@ async def _drive(pilot, prompt: str, out: Path, stats_panel: bool) -> None:
     box.text = prompt
     await pilot.press("enter")
     await pilot.pause(0.2)
-    while app.generating:
+    while app.chat.generating:
         await pilot.pause(0.1)
     if stats_panel:
         await pilot.press("f2")

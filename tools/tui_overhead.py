@@ -110,7 +110,7 @@ async def ui_replies(session, prompt: str):
     with tempfile.TemporaryDirectory() as tmp:
         app = SpecchatApp(One(), Settings(), history=History(Path(tmp) / "h.sqlite3"), save_settings=False)
         async with app.run_test(size=(120, 40)) as pilot:
-            while app.session is None:
+            while app.chat.session is None:
                 await pilot.pause(0.05)
             while True:
                 await pilot.press("ctrl+n")

@@ -8,28 +8,30 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sqlite3
 import threading
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from textual import on, work
 from textual.app import App
 from textual.message import Message
 
 from specchat import config, paths
+from specchat.checks import blank
 from specchat.config import Settings
 from specchat.errors import SpecchatError
 from specchat.history import History
 from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
-from specchat.tui.chatscreen import ChatScreen, Chosen, Shown
+from specchat.tui.chatscreen import BindSchema, ChatScreen, Chosen, Shown
 from specchat.tui.controller import ChatController, Notice
 from specchat.tui.conversation import Conversation
 from specchat.tui.keys import SpecchatCommands, keymap_conflicts
 from specchat.tui.models import Session
-from specchat.tui.screens import HistoryScreen, PairPicker, PullScreen
+from specchat.tui.screens import PairPicker, PullScreen, TextPrompt
 from specchat.tui.stream import Pacer
+from specchat.tui.widgets import PromptInput
 
 TERMINATE_WAIT = 2.0  # seconds a reply may take to stop after SIGTERM or SIGHUP before the chat exits anyway
 
@@ -49,6 +51,15 @@ class SessionReady(Message):
     session: Session | None  # None when loading failed
     error: str = ""
     dropped_constraint: str = ""  # why the schema set before could not hold for this pair
+
+
+@dataclass
+class SchemaBound(Message):
+    """A schema was bound (or "off" freed the replies) on a worker, or could not be."""
+
+    then_send: str | None  # the rest of a "/schema FILE rest" message, to send once bound
+    error: str = ""
+    warning: str = ""  # keywords the grammar ignores
 
 
 class SpecchatApp(App):
@@ -88,15 +99,6 @@ class SpecchatApp(App):
 
     def get_default_screen(self) -> ChatScreen:
         return self.chat_screen
-
-    # What the tests and tools read of the chat, by its old names.
-    @property
-    def session(self) -> Session | None:
-        return self.chat.session
-
-    @property
-    def generating(self) -> bool:
-        return self.chat.generating
 
     def on_unmount(self) -> None:
         self.chat.cancel_event.set()  # quitting ends a reply still waiting on a server, so the process can end
@@ -198,24 +200,67 @@ class SpecchatApp(App):
                 timeout=15,
             )
 
-    # --- the history (F3) and the pairs (F4) -------------------------------------------
+    # --- a JSON schema for the replies ---------------------------------------------------
 
-    def action_history(self) -> None:
-        if self.conversation.history is None:
-            self.notify("the history is off in this session (see the warning at start)", severity="warning")
+    @on(BindSchema)
+    def bind_asked(self, msg: BindSchema) -> None:
+        self.set_schema(msg.path, then_send=msg.then_send)
+
+    def action_json_schema(self) -> None:
+        if self.chat_screen.busy() or self.chat.session is None:
             return
+        title = "Reply as JSON matching… (a JSON schema file's path; off: free text)"
+        self.push_screen(TextPrompt(title), lambda path: self.set_schema(path) if path else None)
 
-        def chosen(conv_id: int | None) -> None:
-            if conv_id is None or self.chat_screen.busy():
-                return
-            try:
-                self.chat_screen.load_conversation(conv_id)
-            except KeyError:  # another process deleted it while the list was open
-                self.notify("that conversation was deleted meanwhile: nothing to open", severity="warning")
-            except sqlite3.Error as err:
-                self.notify(f"cannot read the history ({err})", severity="warning")
+    def set_schema(self, path: str, then_send: str | None = None) -> None:
+        """Constrain the next replies to the JSON schema file at `path` ("off":
+        free text again), bound on a worker; then send `then_send` (the rest of
+        a "/schema FILE rest" message). A file that cannot be used is an error
+        notice, and the message stays in the prompt to fix the path."""
+        if self.chat.session is None or self.chat_screen.busy():
+            return
+        if path == "off":
+            self.chat.session.set_constraint(None)
+            self.post_message(SchemaBound(then_send))
+            return
+        self.chat.binding = Path(path).name
+        self.chat_screen.set_status(note=f"binding {self.chat.binding}…")
+        self.bind_schema(self.chat.session, path, then_send)
 
-        self.push_screen(HistoryScreen(self.conversation.history, paths.data_dir() / "exports"), chosen)
+    @work(thread=True, group="schema", exit_on_error=False)
+    def bind_schema(self, session, path: str, then_send: str | None) -> None:
+        from specchat.schema import load_schema
+
+        try:
+            spec = load_schema(path, warn=None)
+            session.set_constraint(spec)
+        except SpecchatError as err:
+            self.post_message(SchemaBound(then_send, error=err.one_line()))
+        except Exception as err:  # the app stays: say what happened
+            self.post_message(SchemaBound(then_send, error=f"{type(err).__name__}: {err}"))
+        else:
+            self.post_message(SchemaBound(then_send, warning=spec.warning))
+
+    def on_schema_bound(self, msg: SchemaBound) -> None:
+        self.chat.binding = ""
+        self.chat_screen.set_status(note="")
+        if msg.error:
+            self.notify(msg.error, title="schema", severity="error", timeout=10)
+            return
+        if msg.warning:
+            self.notify(msg.warning, title="schema", severity="warning", timeout=15)
+        if self.chat.session is None:  # the pair failed to load meanwhile
+            return
+        label = self.chat.session.status().constraint
+        self.notify(f"replies must match {label}" if label else "replies are free text again", timeout=4)
+        if msg.then_send is None:  # from F8: the prompt is the user's
+            return
+        if msg.then_send and not blank(msg.then_send):
+            self.chat_screen.send(msg.then_send)
+        else:
+            self.chat_screen.query_one(PromptInput).clear()
+
+    # --- the pairs (F4) -------------------------------------------
 
     def action_pairs(self) -> None:
         if self.chat_screen.busy():

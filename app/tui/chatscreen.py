@@ -2,14 +2,14 @@
 stats panel, and the keys that act on them. A reply is decoded on a thread
 worker (stream.py paces its rounds to the screen); a schema is bound on
 one. The rules (which drafter, whether something is under way) are the
-ChatController's; the history (F3) and the pairs (F4) are the app's.
+ChatController's; a schema (F8, /schema) and the pairs (F4) are the app's.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -20,6 +20,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from specchat import paths
+from specchat.attach import file_prefix, with_files
 from specchat.checks import blank
 from specchat.errors import SpecchatError
 from specchat.schema import schema_prefix
@@ -29,7 +31,7 @@ from specchat.tui.controller import ChatController, Notice
 from specchat.tui.keys import ACTIONS, legend_keys
 from specchat.tui.models import ModelSource
 from specchat.tui.panels import StatsPanel, StatusBar
-from specchat.tui.screens import LegendScreen, TextPrompt
+from specchat.tui.screens import HistoryScreen, LegendScreen
 from specchat.tui.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, RoundFeed, RoundsReady
 from specchat.tui.widgets import PromptInput, StatsLine, last_code_block
 
@@ -46,12 +48,11 @@ class Shown(Message):
 
 
 @dataclass
-class SchemaBound(Message):
-    """A schema was bound (or "off" freed the replies) on a worker, or could not be."""
+class BindSchema(Message):
+    """A "/schema FILE rest" message: the app binds FILE, then sends the rest."""
 
-    then_send: str | None  # the rest of a "/schema FILE rest" message, to send once bound
-    error: str = ""
-    warning: str = ""  # keywords the grammar ignores
+    path: str
+    then_send: str
 
 
 class ChatScreen(Screen):
@@ -112,19 +113,44 @@ class ChatScreen(Screen):
             return
         if self.busy():
             return
+        text = self.attach(msg.text)
+        if text is None:
+            return
         try:
-            path, rest = schema_prefix(msg.text)
+            path, rest = schema_prefix(text)
         except SpecchatError as err:
             self.notify(err.one_line(), title="schema", severity="error", timeout=10)
             return
         if path is not None:
-            self.set_schema(path, then_send=rest)
+            self.post_message(BindSchema(path, rest))
         else:
-            self.send(msg.text)
+            self.send(text)
+
+    def attach(self, text: str) -> str | None:
+        """A "/file PATH rest" message attaches PATH: the rest to send, or
+        None when there is nothing to send yet (or the file cannot be read)."""
+        try:
+            path, rest = file_prefix(text)
+        except SpecchatError as err:
+            self.notify(err.one_line(), title="file", severity="error", timeout=10)
+            return None
+        if path is None:
+            return text
+        notice = self.chat.attach_file(path)
+        self.tell(notice)
+        self.set_status()
+        if notice.severity == "error":
+            return None
+        if blank(rest):
+            self.query_one(PromptInput).clear()
+            return None
+        return rest
 
     def send(self, text: str) -> None:
-        """Send text from the prompt as the next message (or the edited last one)."""
+        """Send text from the prompt as the next message (or the edited last
+        one), with the files attached to it."""
         self.query_one(PromptInput).clear()
+        text = with_files(text, self.chat.take_attachments())
         kind = self.chat.send_kind()
         if kind == "edit":
             self.chat.conversation.drop_last_exchange(self.query_one(ChatLog).drop_last_exchange())
@@ -250,6 +276,23 @@ class ChatScreen(Screen):
         self.tell(self.chat.toggle_memory())
         self.refresh_panel()
 
+    def action_history(self) -> None:
+        if self.chat.conversation.history is None:
+            self.notify("the history is off in this session (see the warning at start)", severity="warning")
+            return
+
+        def chosen(conv_id: int | None) -> None:
+            if conv_id is None or self.busy():
+                return
+            try:
+                self.load_conversation(conv_id)
+            except KeyError:  # another process deleted it while the list was open
+                self.notify("that conversation was deleted meanwhile: nothing to open", severity="warning")
+            except sqlite3.Error as err:
+                self.notify(f"cannot read the history ({err})", severity="warning")
+
+        self.app.push_screen(HistoryScreen(self.chat.conversation.history, paths.data_dir() / "exports"), chosen)
+
     async def action_markdown(self) -> None:
         reply = self.query_one(ChatLog).last_reply()
         if reply is not None and reply.stats is not None:
@@ -295,59 +338,3 @@ class ChatScreen(Screen):
         self.query_one(ChatLog).remove_children()
         self.refresh_panel()
         self.set_status()
-
-    # --- a JSON schema for the replies ---------------------------------------------------
-
-    def action_json_schema(self) -> None:
-        if self.busy() or self.chat.session is None:
-            return
-        title = "Reply as JSON matching… (a JSON schema file's path; off: free text)"
-        self.app.push_screen(TextPrompt(title), lambda path: self.set_schema(path) if path else None)
-
-    def set_schema(self, path: str, then_send: str | None = None) -> None:
-        """Constrain the next replies to the JSON schema file at `path` ("off":
-        free text again), bound on a worker; then send `then_send` (the rest of
-        a "/schema FILE rest" message). A file that cannot be used is an error
-        notice, and the message stays in the prompt to fix the path."""
-        if self.chat.session is None or self.busy():
-            return
-        if path == "off":
-            self.chat.session.set_constraint(None)
-            self.post_message(SchemaBound(then_send))
-            return
-        self.chat.binding = Path(path).name
-        self.set_status(note=f"binding {self.chat.binding}…")
-        self.bind_schema(self.chat.session, path, then_send)
-
-    @work(thread=True, group="schema", exit_on_error=False)
-    def bind_schema(self, session, path: str, then_send: str | None) -> None:
-        from specchat.schema import load_schema
-
-        try:
-            spec = load_schema(path, warn=None)
-            session.set_constraint(spec)
-        except SpecchatError as err:
-            self.post_message(SchemaBound(then_send, error=err.one_line()))
-        except Exception as err:  # the app stays: say what happened
-            self.post_message(SchemaBound(then_send, error=f"{type(err).__name__}: {err}"))
-        else:
-            self.post_message(SchemaBound(then_send, warning=spec.warning))
-
-    def on_schema_bound(self, msg: SchemaBound) -> None:
-        self.chat.binding = ""
-        self.set_status(note="")
-        if msg.error:
-            self.notify(msg.error, title="schema", severity="error", timeout=10)
-            return
-        if msg.warning:
-            self.notify(msg.warning, title="schema", severity="warning", timeout=15)
-        if self.chat.session is None:  # the pair failed to load meanwhile
-            return
-        label = self.chat.session.status().constraint
-        self.notify(f"replies must match {label}" if label else "replies are free text again", timeout=4)
-        if msg.then_send is None:  # from F8: the prompt is the user's
-            return
-        if msg.then_send and not blank(msg.then_send):
-            self.send(msg.then_send)
-        else:
-            self.query_one(PromptInput).clear()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from specchat.attach import Attachment, read_attachment
 from specchat.drafters import NEEDS_CONSTRAINT, default_k
 from specchat.errors import SpecchatError
 from specchat.tui.conversation import Conversation
@@ -42,6 +43,7 @@ class Status:
     note: str = ""  # loading…, no model, …
     choice: str = ""  # auto's latest decision while generating, e.g. "ngram k=6"
     constraint: str = ""  # what replies must match ("JSON · person.json"), shown as a mark
+    attached: str = ""  # the files the next message takes along ("app.py · 40 lines")
 
 
 class ChatController:
@@ -61,6 +63,7 @@ class ChatController:
         self.cancel_event = threading.Event()
         self.live_tok_s: float | None = None  # while generating
         self.auto_choice = ""  # what auto picked for the latest rounds, while generating
+        self.attachments: list[Attachment] = []  # files the next message takes along (/file PATH)
 
     # --- what may happen now ---------------------------------------------------------
 
@@ -147,6 +150,20 @@ class ChatController:
             return err.message
         return ""
 
+    def attach_file(self, path: str) -> Notice:
+        """/file PATH: the file goes with the next message; a file that cannot be read is an error notice."""
+        try:
+            file = read_attachment(path)
+        except SpecchatError as err:
+            return Notice(err.one_line(), "error", timeout=10, title="file")
+        self.attachments.append(file)
+        return Notice(f"attached {file.name} ({file.lines} lines): it goes with your next message", timeout=4)
+
+    def take_attachments(self) -> list[Attachment]:
+        """The files for the message being sent; the next message starts with none."""
+        files, self.attachments = self.attachments, []
+        return files
+
     def toggle_memory(self) -> Notice:
         on = not self.conversation.memory_on
         self.conversation.set_memory(on)
@@ -199,8 +216,9 @@ class ChatController:
     # --- the status bar ----------------------------------------------------------------
 
     def status(self, note: str) -> Status:
+        attached = " + ".join(f"{f.name} · {f.lines} lines" for f in self.attachments)
         if self.session is None:
-            return Status(note=note)
+            return Status(note=note, attached=attached)
         s = self.session.status()
         return Status(
             s.pair,
@@ -213,4 +231,5 @@ class ChatController:
             note,
             choice=self.auto_choice,
             constraint=s.constraint,
+            attached=attached,
         )

@@ -43,7 +43,7 @@ ACTIONS = [
     Action("toggle_rejected", "ctrl+t", "toggle_rejected", "Rejected", "Hide or show rejected drafts", True, True),
     Action("legend", "f1", "legend", "Legend", "What the colours and numbers mean; every key", True),
     Action("stats_panel", "f2", "stats_panel", "Stats", "Show or hide the stats panel", True),
-    Action("history", "f3", "app.history", "History", "Reopen, rename, delete or export a conversation", True),
+    Action("history", "f3", "history", "History", "Reopen, rename, delete or export a conversation", True),
     Action("pairs", "f4", "app.pairs", "Pairs", "Switch to another model pair (pull it if needed)", True),
     Action("markdown", "f5", "markdown", "Markdown", "Flip the last reply between colours and rendered Markdown"),
     Action("copy_reply", "f6", "copy_reply", "Copy reply", "Copy the last reply to the clipboard", False, True),
@@ -61,7 +61,7 @@ ACTIONS = [
     Action(
         "json_schema",
         "f8",
-        "json_schema",
+        "app.json_schema",
         "Reply as JSON matching…",
         "Constrain the replies to a JSON schema file (/schema FILE before a message does the same; off frees them)",
     ),

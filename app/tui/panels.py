@@ -27,6 +27,7 @@ class StatusBar(Static):
             ),
             Content(f"k {s.k}" if s.k else "k set by the server"),  # a server that takes no k per request
             *([Content.styled(safe_text(f"⟨{s.constraint}⟩"), "bold $spec-grammar")] if s.constraint else []),
+            *([Content.styled(safe_text(f"+ {s.attached}"), "bold $accent")] if s.attached else []),
             Content(f"temp {s.temp:g}"),
             Content(f"ctx {s.used}/{s.n_ctx}"),
         ]

@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
-from specchat.history import Conversation, History
+from specchat.history import Conversation, Found, History
 from specchat.textsafe import safe_text
 
 
@@ -95,10 +95,12 @@ class TextPrompt(ModalScreen[str | None]):
 
 
 class HistoryScreen(ModalScreen[int | None]):
-    """Past conversations: Enter opens, r renames, d deletes, e exports."""
+    """Past conversations: Enter opens, s searches every message, r renames,
+    d deletes, e exports."""
 
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Close"),
+        Binding("s", "search", "Search"),
         Binding("r", "rename", "Rename"),
         Binding("d", "delete", "Delete"),
         Binding("e", "export", "Export Markdown"),
@@ -107,20 +109,39 @@ class HistoryScreen(ModalScreen[int | None]):
     def __init__(self, history: History, export_dir: Path) -> None:
         super().__init__()
         self.history, self.export_dir = history, export_dir
+        self.found: list[Found] | None = None  # a search's matches, shown instead of every conversation
 
     def compose(self) -> ComposeResult:
         with Vertical(id="history", classes="dialog"):
-            yield Static("Conversations  (enter open · r rename · d delete · e export)", classes="dialog-title")
+            yield Static(self.title_text(), classes="dialog-title", id="history-title")
             yield OptionList(id="conversations")
 
     def on_mount(self) -> None:
         self.refresh_list()
 
+    def action_search(self) -> None:
+        def done(text: str | None) -> None:
+            self.found = self.history.search(text) if text else None
+            title = f"Messages holding “{text}”  (enter open · s search again)" if text else None
+            self.query_one("#history-title", Static).update(Content(safe_text(title)) if title else self.title_text())
+            self.refresh_list()
+
+        self.app.push_screen(TextPrompt("Search every message (words, in order)"), done)
+
+    @staticmethod
+    def title_text() -> str:
+        return "Conversations  (enter open · s search · r rename · d delete · e export)"
+
     def refresh_list(self) -> None:
         ol = self.query_one(OptionList)
         ol.clear_options()
-        for c in self.history.list():
-            ol.add_option(Option(conversation_line(c), id=str(c.id)))
+        if self.found is not None:
+            for i, f in enumerate(self.found):
+                line = Content(safe_text(f"{f.title} · {f.role}: {f.snippet}"))
+                ol.add_option(Option(line, id=f"{f.conversation}:{i}"))
+        else:
+            for c in self.history.list():
+                ol.add_option(Option(conversation_line(c), id=str(c.id)))
         if ol.option_count:
             ol.highlighted = 0
         ol.focus()
@@ -152,6 +173,8 @@ class HistoryScreen(ModalScreen[int | None]):
         conv_id = self._selected()
         if conv_id is not None:
             self.history.delete(conv_id)
+            self.found = None  # its matches went with it: the whole list again
+            self.query_one("#history-title", Static).update(self.title_text())
             self.refresh_list()
 
     def action_export(self) -> None:
@@ -169,8 +192,8 @@ class HistoryScreen(ModalScreen[int | None]):
 
 
 def _conversation_id(option: Option) -> int:
-    assert option.id is not None  # refresh_list gives each option its conversation's id
-    return int(option.id)
+    assert option.id is not None  # refresh_list gives each option its conversation's id (a match: "id:n")
+    return int(option.id.partition(":")[0])
 
 
 def conversation_line(c: Conversation) -> Content:

@@ -34,7 +34,7 @@ def spans_content(spans: list[dict], show_rejected: bool) -> Content:
     for s in spans:
         if s["kind"] == "rejected" and not show_rejected:
             continue
-        content = content.append_text(safe_text(shown_text(s)), span_style(s["kind"], s["drafter"]))
+        content = content.append_text(shown_text(s), span_style(s["kind"], s["drafter"]))
     return content
 
 
@@ -218,7 +218,7 @@ class AssistantMessage(Vertical):
         if len(self.chunks) == n_before:
             for s in new:  # the common case: everything went to the live chunk
                 if s["kind"] != "rejected" or self.show_rejected:
-                    self._live = self._live.append_text(safe_text(shown_text(s)), span_style(s["kind"], s["drafter"]))
+                    self._live = self._live.append_text(shown_text(s), span_style(s["kind"], s["drafter"]))
         else:
             self._live = spans_content(self.chunks[-1], self.show_rejected)
         self._show()

@@ -68,7 +68,7 @@ async def test_a_history_locked_by_another_program_is_waited_out_off_the_ui_thre
         other.execute("BEGIN EXCLUSIVE")  # another program holds the file
         try:
             await enter(pilot, "hello")
-            await wait_until(pilot, lambda: not app.generating and app.query("AssistantMessage").last().stats)
+            await wait_until(pilot, lambda: not app.chat.generating and app.query("AssistantMessage").last().stats)
             # The reply ended and shows while its saves still wait on the lock.
             assert app.conversation.writer.jobs.unfinished_tasks > 0
             await wait_until(pilot, lambda: any("locked by another program" in n for n in notices(app)))
@@ -108,11 +108,11 @@ async def test_a_failed_turn_leaves_no_message_in_the_history_or_the_prompt(tmp_
             failed = await send(pilot, text)
             assert failed.stats == {"drafters": []}
         assert stored(app.conversation.history) == []
-        assert app.session.messages == []
+        assert app.chat.session.messages == []
         models.failing = False
         reply = await send(pilot, "three")
         assert stored(app.conversation.history) == [[("user", "three"), ("assistant", reply.text)]]
-        assert [m["role"] for m in app.session.messages] == ["user", "assistant"]
+        assert [m["role"] for m in app.chat.session.messages] == ["user", "assistant"]
 
 
 async def test_a_reply_that_never_came_stays_out_of_the_prompt_when_the_chat_goes_on(tmp_path):
@@ -126,9 +126,9 @@ async def test_a_reply_that_never_came_stays_out_of_the_prompt_when_the_chat_goe
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         app.chat_screen.load_conversation(conv)
-        assert [m["content"] for m in app.session.messages] == ["first", "an answer"]
+        assert [m["content"] for m in app.chat.session.messages] == ["first", "an answer"]
         reply = await send(pilot, "and now?")
-        assert [m["role"] for m in app.session.messages] == ["user", "assistant", "user", "assistant"]
+        assert [m["role"] for m in app.chat.session.messages] == ["user", "assistant", "user", "assistant"]
         assert stored(app.conversation.history)[0][-2:] == [("user", "and now?"), ("assistant", reply.text)]
 
 

@@ -146,13 +146,13 @@ async def test_the_chat_measures_the_curve_while_the_user_types(tmp_path):
 
         bar = app.query_one("StatusBar")
         await wait_until(pilot, lambda: bar.status.note.startswith("measuring this machine's cost curve for auto"))
-        assert "while you type" in bar.status.note and not app.generating
+        assert "while you type" in bar.status.note and not app.chat.generating
         await wait_until(pilot, lambda: bar.status.note == "")
-        measured = app.session.engine.calibration_seconds
+        measured = app.chat.session.engine.calibration_seconds
         assert measured > 0
         await enter(pilot, "hello")
-        await wait_until(pilot, lambda: not app.generating)
-        assert app.session.engine.calibration_seconds == measured  # the first reply measured nothing
+        await wait_until(pilot, lambda: not app.chat.generating)
+        assert app.chat.session.engine.calibration_seconds == measured  # the first reply measured nothing
         assert bar.status.note == ""
 
 

@@ -95,7 +95,7 @@ async def test_a_damaged_row_is_marked_and_the_rest_shown(tmp_path, case):
         assert app.is_running and app.return_code is None
         # the prompt holds what could be read, user and assistant alternating (a question whose
         # reply is unreadable, and the last one, never answered, are left out); the stats panel the readable reply
-        assert [m["content"] for m in app.session.messages] == ["first question", "fine reply"]
+        assert [m["content"] for m in app.chat.session.messages] == ["first question", "fine reply"]
         assert app.conversation.turns == [GOOD_STATS]
         await pilot.press("f2")  # the stats panel reads every turn's stats
         await pilot.pause()

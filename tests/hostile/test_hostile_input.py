@@ -238,19 +238,19 @@ def test_the_chat_binds_on_a_worker_and_notices_the_keywords_a_schema_binds_with
     async def scenario():
         app = make_app(tmp_path, models=TinyPair(tiny_pair[0]), settings=Settings(), drafter="off")
         async with app.run_test(size=(200, 40)) as pilot:
-            await wait_until(pilot, lambda: app.session is not None, timeout=120)
-            bound_on, set_constraint = [], app.session.set_constraint
+            await wait_until(pilot, lambda: app.chat.session is not None, timeout=120)
+            bound_on, set_constraint = [], app.chat.session.set_constraint
 
             def spy(spec):
                 bound_on.append(threading.current_thread())
                 set_constraint(spec)
 
-            app.session.set_constraint = spy
+            app.chat.session.set_constraint = spy
             await enter(pilot, f"/schema {path}")
             await wait_until(pilot, lambda: not app.chat.binding and "replies must match JSON · keywords.schema.json"
                              in notices(app), timeout=30)
             screen_thread = threading.current_thread()
-            app.session.close()
+            app.chat.session.close()
             return notices(app), bound_on, screen_thread
 
     said, bound_on, screen_thread = bounded(scenario, 240)
@@ -265,12 +265,12 @@ def test_the_chat_refuses_a_5mb_enum_schema_with_a_notice_and_keeps_the_message(
     async def scenario():
         app = make_app(tmp_path, models=TinyPair(tiny_pair[0]), settings=Settings(), drafter="off")
         async with app.run_test(size=(200, 40)) as pilot:
-            await wait_until(pilot, lambda: app.session is not None, timeout=120)
+            await wait_until(pilot, lambda: app.chat.session is not None, timeout=120)
             prompt = await enter(pilot, f"/schema {path} Pick one.")
             await wait_until(pilot, lambda: not app.chat.binding, timeout=30)
             await pilot.pause()
-            result = notices(app), prompt.text, len(app.query(UserMessage)), app.session.status().constraint
-            app.session.close()
+            result = notices(app), prompt.text, len(app.query(UserMessage)), app.chat.session.status().constraint
+            app.chat.session.close()
             return result
 
     said, left_in_prompt, sent, constraint = bounded(scenario, 240)
@@ -325,8 +325,8 @@ async def test_a_message_with_nothing_visible_is_not_sent_or_stored(tmp_path, te
         await enter(pilot, text)
         await pilot.pause(0.3)
         assert notices(app) == ["nothing to send: the message has no visible text"]
-        assert not app.query(UserMessage) and not app.query(AssistantMessage) and not app.generating
-        assert app.session.messages == [] and app.conversation.history.list() == []
+        assert not app.query(UserMessage) and not app.query(AssistantMessage) and not app.chat.generating
+        assert app.chat.session.messages == [] and app.conversation.history.list() == []
 
 
 async def test_a_schema_prefix_followed_by_nothing_visible_sends_nothing(tmp_path):
@@ -336,5 +336,5 @@ async def test_a_schema_prefix_followed_by_nothing_visible_sends_nothing(tmp_pat
         prompt = await enter(pilot, "/schema off \u200b\u2060")
         await wait_until(pilot, lambda: "replies are free text again" in notices(app))
         await pilot.pause(0.3)
-        assert not app.query(UserMessage) and not app.generating and prompt.text == ""
-        assert app.session.messages == [] and app.conversation.history.list() == []
+        assert not app.query(UserMessage) and not app.chat.generating and prompt.text == ""
+        assert app.chat.session.messages == [] and app.conversation.history.list() == []

@@ -460,16 +460,16 @@ async def test_esc_stops_a_stalled_stream_in_the_chat_within_a_second(tmp_path, 
         await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans,
                          timeout=5)
         reply = app.query(AssistantMessage).last()
-        assert "".join(s["text"] for s in reply.spans) == "Hel" and app.generating
+        assert "".join(s["text"] for s in reply.spans) == "Hel" and app.chat.generating
         t0 = time.monotonic()
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not app.generating, timeout=5)
+        await wait_until(pilot, lambda: not app.chat.generating, timeout=5)
         assert time.monotonic() - t0 < 1.0
         await pilot.pause()
         assert reply.finish == "cancelled" and reply.text == "Hel"
         assert str(reply.query_one(StatsLine).render()).startswith("cancelled · ")
         assert stall.left.wait(5)
-        app.session.close()
+        app.chat.session.close()
 
 
 QUIT_WHILE_STALLED = """

@@ -91,10 +91,10 @@ async def test_a_failed_reply_shows_the_error_as_text(tmp_path):
         def fail(*args, **kwargs):
             raise SpecchatError("the server stopped with an error: bad [/x] token " + ESCAPES)
 
-        app.session.reply = fail
+        app.chat.session.reply = fail
         app.query_one(PromptInput).text = "hello"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: not app.generating)
+        await wait_until(pilot, lambda: not app.chat.generating)
         await pilot.pause()
         line = "".join(t for t, _ in segments(app.query(AssistantMessage).last().query_one(StatsLine)))
         assert "failed: the server stopped with an error: bad [/x] token " + SHOWN in line
@@ -128,7 +128,7 @@ async def test_a_stored_reply_with_escapes_shows_them_visibly(tmp_path):
         user = "".join(t for t, _ in segments(app.query(UserMessage).last()))
         assert SHOWN in reply and "<U+009B>2J done" in reply and no_controls(reply)
         assert SHOWN in user and no_controls(user)
-        assert app.session.messages[-1]["content"] == "ok " + ESCAPES + "\x9b2J done"  # the data is untouched
+        assert app.chat.session.messages[-1]["content"] == "ok " + ESCAPES + "\x9b2J done"  # the data is untouched
 
 
 def test_run_prints_model_text_with_escapes_made_visible():

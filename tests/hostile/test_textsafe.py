@@ -63,7 +63,8 @@ def test_chat_message_and_reply(text):
     spans = [{"text": text, "kind": kind, "drafter": drafter}
              for kind, drafter in (("accepted", "ngram"), ("rejected", "draft"), ("target", "target"),
                                    ("accepted", "hybrid:ngram"))]
-    assert drawn(spans_content(spans, show_rejected=True)) == safe_text(text) * 4
+    struck = safe_text(text).replace("\n", "⏎")  # a rejected draft keeps to its line
+    assert drawn(spans_content(spans, show_rejected=True)) == safe_text(text) + struck + safe_text(text) * 2
     line = drawn(stats_content({"drafters": [text, "off"], "tok_s": 1.0}, "cancelled"))
     assert clean(line) and safe_text(text) in line
 
@@ -107,7 +108,7 @@ def test_run_output_and_json(accepted, rejected, target):
     out = io.StringIO()
     Console(file=out, color_system=None, width=120, soft_wrap=True).print(round_text(r), end="")
     assert clean(out.getvalue())
-    assert round_text(r).plain == safe_text(accepted) + safe_text(rejected) + safe_text(target)
+    assert round_text(r).plain == safe_text(accepted) + safe_text(rejected).replace("\n", "⏎") + safe_text(target)
     as_json = safe_json({"text": accepted + target})
     assert clean(as_json)
     # Every character survives; a lone surrogate (no character) reads back as U+FFFD.

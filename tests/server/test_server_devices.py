@@ -107,11 +107,11 @@ async def test_f2_in_the_chat_shows_the_servers_rpc_workers(tmp_path, serve):  #
     app = make_app(tmp_path, models=models, settings=Settings())
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(pilot)
-        await wait_until(pilot, lambda: app.session is not None, timeout=5)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=5)
         await pilot.press("f2")
         await pilot.pause()
         shown = "".join(t for t, _ in segments(app.query_one("#panel-numbers")))
         words = "".join(shown.split())  # the narrow panel wraps the line
         assert "target:RPCworker10.0.0.2:50052·RPCworker10.0.0.3:50052" in words
         assert "draft:" not in shown
-        app.session.close()
+        app.chat.session.close()

@@ -40,13 +40,13 @@ async def test_chat_target_opens_the_file_and_f4_marks_it_local(specchat_home, t
     os.link(tiny_pair[0], target)
     app = SpecchatApp(Models(str(target)), Settings(), drafter="ngram", k=4, history=None, save_settings=False)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, timeout=120)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=120)
         assert str(app.query_one(StatusBar).render()).startswith("My Model · drafter ngram · k 4")
         await pilot.press("f4")
         await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PairPicker")
         assert options(app.screen)["My Model"] == f"● My Model  ·  local\n   files: {target}"
         assert options(app.screen)["smollm2-135m"].startswith("  smollm2-135m  ·  not pulled")
-        app.session.close()
+        app.chat.session.close()
     assert not (specchat_home / "config" / "settings.toml").exists()  # a path is never kept as the pair
 
 
@@ -73,9 +73,9 @@ async def test_first_run_offers_the_pair_a_scan_finds_and_opens_it(specchat_home
         found.focus()
         found.highlighted = 0
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.session is not None, timeout=180)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=180)
         assert str(app.query_one(StatusBar).render()).startswith(f"{name} · drafter ngram · k 4")
-        app.session.close()
+        app.chat.session.close()
     pair = local.get(name)
     assert pair is not None and pair.target.path == mine / "qwen" / default_pair[0].name
     assert pair.draft is not None and pair.draft.path == mine / "qwen" / default_pair[1].name

@@ -198,8 +198,8 @@ async def test_the_chat_opens_a_local_pair_and_replies_on_it(specchat_home, tmp_
     assert cli("models", "add", "solo", "--target", str(target)).exit_code == 0
     app = make_app(tmp_path, models=Models(), settings=Settings(), pair="solo", drafter="ngram", k=4)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, timeout=120)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=120)
         assert str(app.query_one(StatusBar).render()).startswith("solo · drafter ngram · k 4")
         reply = await send(pilot, "Count from 1 to 5.")
         assert reply.stats["tokens"] > 0 and reply.text
-        app.session.close()
+        app.chat.session.close()

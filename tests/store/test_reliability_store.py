@@ -282,7 +282,7 @@ async def test_the_chat_refuses_a_damaged_pair_naming_the_file_and_the_fix(pairs
         (note,) = [n.message for n in app._notifications if n.title == "loading failed"]
         assert note == (f"{path} does not match the sha256 it was pulled with: the file changed on disk "
                         "(run `specchat pull one` to download it again)")
-        assert app.session is None
+        assert app.chat.session is None
 
 
 async def test_an_unknown_pair_in_the_settings_falls_back_to_the_default(specchat_home):
@@ -311,7 +311,7 @@ async def test_a_broken_pairs_file_never_stops_the_chat(write_pairs, specchat_ho
         await pilot.pause()
         notes = [n.message for n in app._notifications if n.title == "model pairs"]
         assert len(notes) == 2 and all(m.startswith(f"{path} is not valid TOML") for m in notes)
-        assert app.is_running and app.session is None
+        assert app.is_running and app.chat.session is None
 
 
 def test_chat_with_an_unknown_pair_is_one_line(tmp_path):

@@ -129,7 +129,7 @@ async def wait_until(pilot, predicate, timeout: float = 10.0) -> None:
 
 
 async def ready(pilot) -> None:
-    await wait_until(pilot, lambda: pilot.app.session is not None)
+    await wait_until(pilot, lambda: pilot.app.chat.session is not None)
 
 
 async def send(pilot, text: str) -> AssistantMessage:
@@ -142,7 +142,7 @@ async def send(pilot, text: str) -> AssistantMessage:
     prompt.focus()
     await pilot.press("enter")
     await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last() is not before)
-    await wait_until(pilot, lambda: not app.generating)
+    await wait_until(pilot, lambda: not app.chat.generating)
     await pilot.pause()
     saved(app)
     return app.query(AssistantMessage).last()

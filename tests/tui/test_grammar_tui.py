@@ -28,15 +28,15 @@ def status(app) -> str:
 async def test_schema_prefix_constrains_the_reply_marks_it_and_colours_the_forced_tokens(tmp_path, tiny_pair):
     app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="grammar", k=16)
     async with app.run_test(size=(160, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, timeout=120)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=120)
         assert "⟨" not in status(app)
         await enter(pilot, f"/schema {SCHEMA} Extract the person as JSON: Maria Lopez, 34, engineer in Porto, Portugal.")
         await wait_until(pilot, lambda: "replies must match JSON · person.schema.json" in notices(app), timeout=30)
         assert "· k 16 · ⟨JSON · person.schema.json⟩ ·" in status(app)
-        await wait_until(pilot, lambda: app.query(AssistantMessage) and not app.generating, timeout=300)
+        await wait_until(pilot, lambda: app.query(AssistantMessage) and not app.chat.generating, timeout=300)
         await pilot.pause()
         # The user's message went without its prefix; the reply is JSON of the schema.
-        assert app.session.messages[0]["content"] == "Extract the person as JSON: Maria Lopez, 34, engineer in Porto, Portugal."
+        assert app.chat.session.messages[0]["content"] == "Extract the person as JSON: Maria Lopez, 34, engineer in Porto, Portugal."
         reply = app.query_one(AssistantMessage)
         value = json.loads(reply.text)
         assert set(value) == {"name", "age", "role", "skills", "address"}
@@ -47,15 +47,15 @@ async def test_schema_prefix_constrains_the_reply_marks_it_and_colours_the_force
         # /schema off frees the replies again and the mark goes.
         await enter(pilot, "/schema off")
         await wait_until(pilot, lambda: "replies are free text again" in notices(app))
-        assert "⟨" not in status(app) and not app.generating
-        app.session.close()
+        assert "⟨" not in status(app) and not app.chat.generating
+        app.chat.session.close()
 
 
 @pytest.mark.real
 async def test_palette_reply_as_json_matching_sets_the_schema(tmp_path, tiny_pair):
     app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="off", k=4)
     async with app.run_test(size=(160, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, timeout=120)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=120)
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"Reply as JSON")
@@ -65,8 +65,8 @@ async def test_palette_reply_as_json_matching_sets_the_schema(tmp_path, tiny_pai
         await pilot.press(*str(SCHEMA))
         await pilot.press("enter")
         await wait_until(pilot, lambda: "⟨JSON · person.schema.json⟩" in status(app))
-        assert app.session.status().constraint == "JSON · person.schema.json"
-        app.session.close()
+        assert app.chat.session.status().constraint == "JSON · person.schema.json"
+        app.chat.session.close()
 
 
 async def test_a_missing_schema_file_is_one_notice_and_the_message_stays(tmp_path):
@@ -95,14 +95,14 @@ async def test_switching_to_the_grammar_drafter_without_a_constraint_says_so(tmp
 async def test_a_schema_holds_across_a_pair_switch(tmp_path, tiny_pair):
     app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="grammar", k=16)
     async with app.run_test(size=(160, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, timeout=120)
-        app.chat_screen.set_schema(str(SCHEMA))
-        await wait_until(pilot, lambda: not app.chat.binding and app.session.status().constraint == "JSON · person.schema.json",
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=120)
+        app.set_schema(str(SCHEMA))
+        await wait_until(pilot, lambda: not app.chat.binding and app.chat.session.status().constraint == "JSON · person.schema.json",
                          timeout=30)
-        first = app.session
+        first = app.chat.session
         app.load_session("smollm2-135m", "grammar", 16)  # what F4's picker does
-        await wait_until(pilot, lambda: app.session is not first, timeout=120)
+        await wait_until(pilot, lambda: app.chat.session is not first, timeout=120)
         await pilot.pause()
-        assert app.session.status().constraint == "JSON · person.schema.json"  # bound to the new model
+        assert app.chat.session.status().constraint == "JSON · person.schema.json"  # bound to the new model
         assert "⟨JSON · person.schema.json⟩" in status(app)
-        app.session.close()
+        app.chat.session.close()

@@ -36,7 +36,7 @@ async def test_a_question_from_the_history_is_drafted_from_memory_and_f2_says_so
     app = make_app(tmp_path, WordModels(), drafter="memory")
     async with app.run_test(size=(140, 50)) as pilot:
         await ready(pilot)
-        session = app.session
+        session = app.chat.session
         await wait_until(pilot, lambda: session.memory._queue or session.memory.held)  # the fill ran on its thread
         reply = await send(pilot, QUESTION)
         assert reply.stats["memory_accepted"] >= 40  # of 60 tokens
@@ -76,7 +76,7 @@ async def test_memory_false_in_the_settings_starts_every_chat_with_it_off(tmp_pa
     app = make_app(tmp_path, WordModels(), settings=loaded.settings, drafter="memory")
     async with app.run_test(size=(140, 50)) as pilot:
         await ready(pilot)
-        assert app.session.memory.on is False
+        assert app.chat.session.memory.on is False
         reply = await send(pilot, QUESTION)
         assert reply.stats["memory_accepted"] == 0 and reply.stats["memory_held"] is None
         await pilot.press("f10")  # on for this chat: filled from the history

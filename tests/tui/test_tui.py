@@ -47,7 +47,7 @@ async def test_reply_colours_accepted_rejected_target(tmp_path):
         assert by_colour[(DARK["rejected"], True)] == spans_text(reply, "rejected")
         assert by_colour[(DARK["fg"], False)] == spans_text(reply, "target")
         # The reply is the target's text: rejected drafts are not part of it.
-        assert reply.text == app.session.messages[-1]["content"]
+        assert reply.text == app.chat.session.messages[-1]["content"]
         assert squash(reply.text) == squash("".join(s["text"] for s in reply.spans if s["kind"] != "rejected"))
         # A rejected draft sits right before the target's correction.
         for i, s in enumerate(reply.spans):
@@ -136,12 +136,12 @@ async def test_status_bar_and_k_keys(tmp_path):
         bar = app.query_one(StatusBar)
         assert str(bar.render()) == "fake-pair · drafter ngram · k 5 · temp 0 · ctx 0/4096"
         await pilot.press("ctrl+up", "ctrl+up")
-        assert app.session.k == 7
+        assert app.chat.session.k == 7
         await pilot.press("ctrl+down")
-        assert app.session.k == 6
+        assert app.chat.session.k == 6
         assert "k 6" in str(bar.render())
         await send(pilot, "hi")
-        used = app.session.context_used
+        used = app.chat.session.context_used
         assert used > 0 and f"ctx {used}/4096" in str(bar.render())
 
 
@@ -152,7 +152,7 @@ async def test_live_tok_s_while_generating(tmp_path):
         await wait_until(pilot, lambda: (app.chat.live_tok_s or 0) > 0)
         assert re.search(r" · \d+\.\d tok/s$", str(app.query_one(StatusBar).render()))
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not app.generating)
+        await wait_until(pilot, lambda: not app.chat.generating)
         assert "tok/s" not in str(app.query_one(StatusBar).render())
 
 
@@ -164,7 +164,7 @@ async def test_streaming_chunk_reserves_lines_and_gives_them_back(tmp_path):
         live = app.query(ReplyChunk).last()
         # While streaming, the live chunk holds lines ahead of its text...
         assert live.styles.min_height.value == live.reserved <= live.size.height
-        await wait_until(pilot, lambda: not app.generating)
+        await wait_until(pilot, lambda: not app.chat.generating)
         await pilot.pause()
         # ...and once the reply ends every chunk is exactly as tall as its text.
         for chunk in app.query(ReplyChunk):

@@ -43,7 +43,7 @@ async def test_status_bar_shows_what_auto_picks_while_generating(tmp_path):
         status = str(app.query_one(StatusBar).render())
         assert re.search(r"drafter auto → (off|ngram k=\d+|draft k=\d+) · ", status), status
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not app.generating)
+        await wait_until(pilot, lambda: not app.chat.generating)
         assert "→" not in str(app.query_one(StatusBar).render())
 
 
@@ -60,13 +60,13 @@ async def test_cycle_drafter_mid_reply(tmp_path):
         await pilot.press("ctrl+d")  # ngram -> draft
         await wait_until(pilot, lambda: any(s["drafter"] == "draft" for s in reply.spans))
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not app.generating)
+        await wait_until(pilot, lambda: not app.chat.generating)
         assert reply.stats["drafters"] == ["off", "ngram", "draft"]
         assert str(reply.query_one(StatsLine).render()).startswith("cancelled · off→ngram→draft · α ")
         sources = [s["drafter"] for s in reply.spans if s["kind"] != "target"]
         assert reply.spans[0]["kind"] == "target"  # off: the target's own tokens first
         assert sources == sorted(sources, key=["ngram", "draft"].index)  # n-gram drafts, then the model's
-        assert app.session.drafter_name == "draft"
+        assert app.chat.session.drafter_name == "draft"
 
 
 async def test_each_drafter_runs_at_its_own_k_until_one_is_chosen(tmp_path):
@@ -77,14 +77,14 @@ async def test_each_drafter_runs_at_its_own_k_until_one_is_chosen(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         bar = app.query_one(StatusBar)
-        assert app.session.k == 4 and "drafter draft · k 4 ·" in str(bar.render())
+        assert app.chat.session.k == 4 and "drafter draft · k 4 ·" in str(bar.render())
         await pilot.press("ctrl+d")  # draft -> hybrid
-        assert app.session.k == 4 and "drafter hybrid · k 4 ·" in str(bar.render())
+        assert app.chat.session.k == 4 and "drafter hybrid · k 4 ·" in str(bar.render())
         await pilot.press("ctrl+d")  # hybrid -> grammar
-        assert app.session.k == 16 and "drafter grammar · k 16 ·" in str(bar.render())
+        assert app.chat.session.k == 16 and "drafter grammar · k 16 ·" in str(bar.render())
         await pilot.press("ctrl+down")  # chosen here: 15 from now on
         await pilot.press("ctrl+d", "ctrl+d", "ctrl+d", "ctrl+d", "ctrl+d")  # grammar -> memory -> auto -> off -> ngram -> draft
-        assert app.session.drafter_name == "draft" and app.session.k == 15
+        assert app.chat.session.drafter_name == "draft" and app.chat.session.k == 15
         assert "drafter draft · k 15 ·" in str(bar.render())
 
 
@@ -119,7 +119,7 @@ async def test_escape_cancels_and_keeps_partial_reply(tmp_path):
         await start_reply(pilot)
         await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not app.generating)
+        await wait_until(pilot, lambda: not app.chat.generating)
         reply = app.query(AssistantMessage).last()
         assert reply.finish == "cancelled"
         assert reply.has_class("-cancelled")
@@ -127,7 +127,7 @@ async def test_escape_cancels_and_keeps_partial_reply(tmp_path):
         # what it drafted before Esc: α and the rest; nothing drafted yet: no speedup to claim
         assert line.startswith("cancelled · α ") if reply.stats["drafted"] else line.endswith(" · no drafts this turn")
         assert 0 < reply.stats["tokens"] < 400
-        assert reply.text and reply.text == app.session.messages[-1]["content"]
+        assert reply.text and reply.text == app.chat.session.messages[-1]["content"]
         saved(app)  # the history's writes run on a thread of their own
         stored = app.conversation.history.load(app.conversation.id).messages
         assert [m.role for m in stored] == ["user", "assistant"]
@@ -141,12 +141,12 @@ async def test_regenerate_replaces_the_last_reply(tmp_path):
         first = await send(pilot, "hello")
         text = first.text
         await pilot.press("ctrl+r")
-        await wait_until(pilot, lambda: not app.generating and app.query(AssistantMessage).last() is not first)
-        await wait_until(pilot, lambda: not app.generating)
+        await wait_until(pilot, lambda: not app.chat.generating and app.query(AssistantMessage).last() is not first)
+        await wait_until(pilot, lambda: not app.chat.generating)
         replies = app.query(AssistantMessage)
         assert len(replies) == 1
         assert replies.last().text == text  # greedy: the same reply again
-        assert [m["role"] for m in app.session.messages] == ["user", "assistant"]
+        assert [m["role"] for m in app.chat.session.messages] == ["user", "assistant"]
         saved(app)
         assert [m.role for m in app.conversation.history.load(app.conversation.id).messages] == ["user", "assistant"]
 
@@ -163,7 +163,7 @@ async def test_edit_last_resends(tmp_path):
         users = [u.text for u in app.query(UserMessage)]
         assert users == ["goodbye"]
         assert len(app.query(AssistantMessage)) == 1
-        assert [m["content"] for m in app.session.messages][0] == "goodbye"
+        assert [m["content"] for m in app.chat.session.messages][0] == "goodbye"
         assert [m.content for m in app.conversation.history.load(app.conversation.id).messages][0] == "goodbye"
 
 
@@ -175,7 +175,7 @@ async def test_new_chat_clears(tmp_path):
         first = app.conversation.id
         await pilot.press("ctrl+n")
         await pilot.pause()
-        assert not app.query(AssistantMessage) and app.session.messages == [] and app.conversation.id is None
+        assert not app.query(AssistantMessage) and app.chat.session.messages == [] and app.conversation.id is None
         await send(pilot, "again")
         assert app.conversation.id != first
         assert len(app.conversation.history.list()) == 2
@@ -221,7 +221,7 @@ async def test_history_reload_shows_same_colours_and_numbers(tmp_path):
         assert str(again.query_one(StatsLine).render()) == line
         assert rendered_by_colour(again.query_one(ReplyBody)) == colours
         # The session continues the reopened conversation.
-        assert [m["role"] for m in app2.session.messages] == ["user", "assistant"]
+        assert [m["role"] for m in app2.chat.session.messages] == ["user", "assistant"]
         await send(pilot, "more")
         assert [m.role for m in app2.conversation.history.load(app2.conversation.id).messages] == ["user", "assistant"] * 2
 
@@ -238,7 +238,7 @@ async def test_first_run_offers_to_pull(tmp_path):
         question = str(app.screen.query_one("#pull-question").render())
         assert "'fake-pair'" in question and "2.0 GB" not in question  # size from pairs(): 2 MB
         await pilot.click("#pull-yes")
-        await wait_until(pilot, lambda: app.session is not None)
+        await wait_until(pilot, lambda: app.chat.session is not None)
         assert models.pull_calls == 1
         assert str(app.query_one(StatusBar).render()).startswith("fake-pair · drafter auto")
 
@@ -249,7 +249,7 @@ async def test_first_run_not_now_leaves_a_clear_status(tmp_path):
         await wait_until(pilot, lambda: app.screen.__class__.__name__ == "PullScreen" and app.screen.query("#pull-yes"))
         await pilot.click("#pull-no")
         await pilot.pause()
-        assert app.session is None
+        assert app.chat.session is None
         assert str(app.query_one(StatusBar).render()) == "no model: 'fake-pair' is not pulled (F4 picks or pulls a pair)"
         app.query_one(PromptInput).text = "hi"
         await pilot.press("enter")
@@ -265,8 +265,8 @@ async def test_pair_picker_switches_and_keeps_the_conversation(tmp_path):
         await pilot.press("f4")
         await pilot.pause()
         await pilot.press("down", "enter")
-        await wait_until(pilot, lambda: app.session.pair == "other-pair")
-        assert len(app.session.messages) == 2
+        await wait_until(pilot, lambda: app.chat.session.pair == "other-pair")
+        assert len(app.chat.session.messages) == 2
         assert str(app.query_one(StatusBar).render()).startswith("other-pair · ")
 
 

@@ -19,11 +19,11 @@ async def test_real_pair_streams_accepted_drafts_and_alpha(tmp_path, tiny_pair):
     target, draft = tiny_pair
     app = make_app(tmp_path, models=TinyPair(target, draft), settings=Settings(), drafter="draft", k=4)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, timeout=120)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=120)
         assert str(app.query_one(StatusBar).render()).startswith(f"{target.stem} · drafter draft · k 4")
         app.query_one(PromptInput).text = "List three colours, one per line."
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.query(AssistantMessage) and not app.generating, timeout=300)
+        await wait_until(pilot, lambda: app.query(AssistantMessage) and not app.chat.generating, timeout=300)
         await pilot.pause()
         reply = app.query_one(AssistantMessage)
         assert reply.stats["tokens"] > 10
@@ -34,5 +34,5 @@ async def test_real_pair_streams_accepted_drafts_and_alpha(tmp_path, tiny_pair):
         assert rendered_by_colour(reply.query_one(ReplyBody))[(DARK["accepted"], False)] == spans_text(reply, "accepted")
         line = str(reply.query_one(StatsLine).render())
         assert re.match(rf"α {reply.stats['alpha']:.2f} · \d+% accepted · [\d.]+ tok/s · off [\d.]+ tok/s \(measured\) · ", line), line
-        assert reply.text == app.session.messages[-1]["content"]
-        app.session.close()
+        assert reply.text == app.chat.session.messages[-1]["content"]
+        app.chat.session.close()

@@ -43,7 +43,7 @@ async def ask(pilot, text: str, timeout: float = 120) -> AssistantMessage:
     app = pilot.app
     app.query_one(PromptInput).text = text
     await pilot.press("enter")
-    await wait_until(pilot, lambda: app.query(AssistantMessage) and not app.generating, timeout=timeout)
+    await wait_until(pilot, lambda: app.query(AssistantMessage) and not app.chat.generating, timeout=timeout)
     await pilot.pause()
     return app.query(AssistantMessage).last()
 
@@ -52,7 +52,7 @@ async def test_chat_colours_each_chunk_from_the_servers_totals(tmp_path, servers
     spec, _ = servers
     app = make_app(tmp_path, models=server_models(spec.url), settings=Settings())
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, timeout=60)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=60)
         status = str(app.query_one(StatusBar).render())
         assert status.startswith(f"{tiny_pair[0].name} @ 127.0.0.1:{spec.port} · drafter server"), status
         reply = await ask(pilot, PROMPT)
@@ -67,7 +67,7 @@ async def test_chat_colours_each_chunk_from_the_servers_totals(tmp_path, servers
         assert line.startswith(f"α {mean_len:.2f} · {accepted}/{drafted} drafts accepted "
                                f"({accepted / drafted * 100:.0f}%, server totals) · "), line
         assert re.search(r"[\d.]+ tok/s \(server clock\)$", line), line  # no baseline asked: no speedup
-        assert reply.text == app.session.messages[-1]["content"]
+        assert reply.text == app.chat.session.messages[-1]["content"]
         # ctrl+d: this server takes no per-request settings, so its own is the only one.
         await pilot.press("ctrl+d")
         await pilot.pause()
@@ -78,20 +78,20 @@ async def test_chat_colours_each_chunk_from_the_servers_totals(tmp_path, servers
         await pilot.pause()
         legend = " ".join(str(w.render()) for w in app.screen.query("Static"))
         assert "server totals" in legend and "draft_n_accepted" in legend
-        app.session.close()
+        app.chat.session.close()
 
 
 async def test_chat_baseline_shows_a_measured_speedup(tmp_path, servers):
     spec, plain = servers
     app = make_app(tmp_path, models=server_models(spec.url, baseline=True, baseline_server=plain.url))
     async with app.run_test(size=(160, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, timeout=60)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=60)
         reply = await ask(pilot, PROMPT, timeout=180)
         stats = reply.stats
         assert stats["baseline_tok_s"] > 0 and stats["speedup"] == pytest.approx(stats["tok_s"] / stats["baseline_tok_s"])
         line = str(reply.query_one(StatsLine).render())
         assert f"off {stats['baseline_tok_s']:.1f} tok/s (--baseline, measured) · {stats['speedup']:.2f}×" in line
-        app.session.close()
+        app.chat.session.close()
 
 
 async def test_a_server_killed_mid_reply_keeps_the_partial_reply_marked_cut(tmp_path, tiny_pair):
@@ -101,23 +101,23 @@ async def test_a_server_killed_mid_reply_keeps_the_partial_reply_marked_cut(tmp_
     history = app.conversation.history
     try:
         async with app.run_test(size=(140, 40)) as pilot:
-            await wait_until(pilot, lambda: app.session is not None, timeout=60)
+            await wait_until(pilot, lambda: app.chat.session is not None, timeout=60)
             app.query_one(PromptInput).text = "Count from 1 to 500, one number per line."
             await pilot.press("enter")
             await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans,
                              timeout=60)
             server.kill()
-            await wait_until(pilot, lambda: not app.generating, timeout=60)
+            await wait_until(pilot, lambda: not app.chat.generating, timeout=60)
             await pilot.pause()
             reply = app.query(AssistantMessage).last()
             assert reply.finish == "cut"
             line = str(reply.query_one(StatsLine).render())
             assert line.startswith("cut off: the server closed the stream"), line
-            assert reply.text and app.session.messages[-1] == {"role": "assistant", "content": reply.text}
+            assert reply.text and app.chat.session.messages[-1] == {"role": "assistant", "content": reply.text}
             saved(app)
             stored = history.load(history.list()[0].id).messages[-1]
             assert (stored.role, stored.finish, stored.content) == ("assistant", "cut", reply.text)
-            app.session.close()
+            app.chat.session.close()
     finally:
         server.stop()
 
@@ -126,17 +126,17 @@ async def test_escape_during_a_server_stream_cancels_and_keeps_the_partial_reply
     spec, _ = servers
     app = make_app(tmp_path, models=server_models(spec.url), settings=Settings())
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, timeout=60)
+        await wait_until(pilot, lambda: app.chat.session is not None, timeout=60)
         app.query_one(PromptInput).text = "Write the numbers from 1 to 2000 separated by commas."
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(AssistantMessage).last().spans)
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not app.generating, timeout=30)
+        await wait_until(pilot, lambda: not app.chat.generating, timeout=30)
         await pilot.pause()
         reply = app.query(AssistantMessage).last()
         assert reply.finish == "cancelled" and reply.has_class("-cancelled")
         assert str(reply.query_one(StatsLine).render()).startswith("cancelled · ")
-        assert reply.text and reply.text == app.session.messages[-1]["content"]
+        assert reply.text and reply.text == app.chat.session.messages[-1]["content"]
         assert "2000" not in reply.text  # stopped long before the end
         saved(app)
         stored = app.conversation.history.load(app.conversation.id).messages
@@ -144,4 +144,4 @@ async def test_escape_during_a_server_stream_cancels_and_keeps_the_partial_reply
         # The server is free again: the next reply comes whole.
         follow = await ask(pilot, "Say hi.")
         assert follow.finish in ("eos", "length") and follow.text
-        app.session.close()
+        app.chat.session.close()

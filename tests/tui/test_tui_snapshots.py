@@ -52,7 +52,7 @@ def seeded_app(tmp_path, theme: str = "specchat-dark"):
     app = make_app(tmp_path, models=FakeModels(), settings=Settings(theme=theme))
 
     async def run_before(pilot):
-        await wait_until(pilot, lambda: app.session is not None)
+        await wait_until(pilot, lambda: app.chat.session is not None)
         app.query_one(PromptInput).cursor_blink = False
         app.chat_screen.load_conversation(cid)
         await pilot.pause()
