@@ -43,6 +43,10 @@ from specchat.textsafe import safe_json, safe_text
 
 PROBE = ("code-edit", "summarize", "chat")  # the first prompt of each
 KS = range(1, 9)
+# The check's cost curve: up to the n-gram's verify (k 16), which the break-even
+# table (k up to 8) and the allowance check need; auto's longer verifies are
+# measured by the chat and `run` (costmodel) when auto first drafts.
+CURVE_POSITIONS = 17
 DRAFTERS = ("draft", "ngram", "auto")
 MAX_TOKENS = 64
 NOISE_LIMIT = 0.10  # repeated decodes differing by more than ±10%: the machine is too busy for a verdict
@@ -61,7 +65,7 @@ def probe_suites(prompts: str | None) -> list[Suite]:
 def check_plan(suites: list[Suite], has_draft: bool, max_tokens: int) -> Plan:
     """Bench's plan for the probe: off beside draft (where there is a draft model), ngram and auto."""
     drafters = [d for d in DRAFTERS if has_draft or d != "draft"]
-    return Plan(suites, drafters, [], max_tokens, extras=False)
+    return Plan(suites, drafters, [], max_tokens, extras=False, curve_positions=CURVE_POSITIONS)
 
 
 def verdict(row: dict) -> str:

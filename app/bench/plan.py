@@ -20,6 +20,7 @@ class Plan:
     repeats: int = 1
     temp: float = 0.0
     extras: bool = True  # the reference loop and the n-gram timing (a models check skips both)
+    curve_positions: int | None = None  # the cost curve's sizes, 1 to this (None: the longest verify, max_k + 1)
 
     @property
     def configs(self) -> list[tuple[str, int]]:

@@ -93,7 +93,7 @@ class Bench:
                 task = progress.add_task("cost curve", total=self.plan.total_runs)
                 text = self.real_text()
                 self.session.target.argmax_only(self.session.sampling.greedy)  # timed as the greedy runs read rows
-                sizes = self.plan.max_k + 1
+                sizes = self.plan.curve_positions or self.plan.max_k + 1
 
                 def measured(done: int) -> None:  # the bar moves with each size, not once after them all
                     progress.update(task, description=f"cost curve: {done} of {sizes} sizes timed")
