@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.errors import SpecchatError
+from specchat.slash import prefixed
 
 MAX_BYTES = 256 * 1024  # a source file or a report; a bigger one would not fit most contexts anyway
 FILE_PREFIX = "/file"
@@ -73,10 +74,4 @@ def with_files(message: str, files: list[Attachment]) -> str:
 def file_prefix(message: str) -> tuple[str | None, str]:
     """Split a chat message "/file PATH rest" into (PATH, rest); a message
     without the prefix gives (None, message)."""
-    head, _, rest = message.lstrip().partition(" ")
-    if head != FILE_PREFIX:
-        return None, message
-    path, _, rest = rest.strip().partition(" ")
-    if not path:
-        raise SpecchatError("/file needs a path", hint="/file src/app.py Rename x to count", code=2)
-    return path, rest.strip()
+    return prefixed(message, FILE_PREFIX, "a path", "/file src/app.py Rename x to count")

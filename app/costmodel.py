@@ -133,8 +133,8 @@ class CostModel:
 
     @classmethod
     def from_points(cls, points: dict[int, float]) -> CostModel:
-        """A cost model that starts from a curve measured elsewhere."""
-        c = cls()
+        """A cost model that starts from a curve measured elsewhere, at the sizes it holds."""
+        c = cls(sizes=tuple(sorted(points)))
         c.load(points)
         return c
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat.errors import SpecchatError
+from specchat.slash import prefixed
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a schema or grammar file is read whole: past this it is no grammar to bind
 MAX_ALTERNATIVES = 2_000  # as `alternatives` counts them
@@ -356,13 +357,7 @@ SCHEMA_PREFIX = "/schema"
 def schema_prefix(message: str) -> tuple[str | None, str]:
     """Split a chat message "/schema FILE rest" into (FILE, rest); FILE "off"
     frees the replies again. A message without the prefix gives (None, message)."""
-    head, _, rest = message.lstrip().partition(" ")
-    if head != SCHEMA_PREFIX:
-        return None, message
-    path, _, rest = rest.strip().partition(" ")
-    if not path:
-        raise SpecchatError("/schema needs a file", hint="/schema person.json Extract …, or /schema off", code=2)
-    return path, rest.strip()
+    return prefixed(message, SCHEMA_PREFIX, "a file", "/schema person.json Extract …, or /schema off")
 
 
 def load_gbnf(path: str | Path) -> GrammarSpec:

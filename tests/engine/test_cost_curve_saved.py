@@ -213,15 +213,21 @@ class SlowDecodes(FakeModel):
         super().eval(tokens, n_logits)
 
 
+def measuring_ahead(session: ChatSession, model: SlowDecodes) -> tuple[threading.Thread, list]:
+    """measure_ahead on a thread of its own, once its first batch is under way; what it returned."""
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(session.measure_ahead()))
+    thread.start()
+    assert model.batch_started.wait(5)
+    return thread, result
+
+
 def test_a_reply_stops_a_refresh_and_keeps_the_old_curve():
     old = {n: 0.5 * n for n in CALIBRATION_SIZES}
     save_curve("a fake with a key", old, time.time() - MAX_AGE_S - 60)
     model = SlowDecodes()
     session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
-    result: list = []
-    refresh = threading.Thread(target=lambda: result.append(session.measure_ahead()))
-    refresh.start()
-    assert model.batch_started.wait(5)
+    refresh, result = measuring_ahead(session, model)
     turn = session.reply("hello")  # waits one decode at most, not the whole curve
     refresh.join(5)
     assert result == [None] and turn.tokens
@@ -232,10 +238,7 @@ def test_a_reply_stops_a_refresh_and_keeps_the_old_curve():
 def test_a_reply_waits_for_a_missing_curve_rather_than_measuring_it_twice():
     model = SlowDecodes()
     session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
-    result: list = []
-    ahead = threading.Thread(target=lambda: result.append(session.measure_ahead()))
-    ahead.start()
-    assert model.batch_started.wait(5)
+    ahead, result = measuring_ahead(session, model)
     session.reply("hello")
     ahead.join(5)
     assert result == ["missing"] and session.cost_curve()["from"] == "measured"
@@ -245,10 +248,7 @@ def test_a_reply_waits_for_a_missing_curve_rather_than_measuring_it_twice():
 def test_closing_stops_a_measurement_between_replies():
     model = SlowDecodes()
     session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
-    result: list = []
-    ahead = threading.Thread(target=lambda: result.append(session.measure_ahead()))
-    ahead.start()
-    assert model.batch_started.wait(5)
+    ahead, result = measuring_ahead(session, model)
     session.close()
     ahead.join(5)
     assert result == [None] and saved_curve("a fake with a key") is None  # a cut curve is not kept
