@@ -23,7 +23,7 @@ from specchat.config import Settings
 from specchat.errors import SpecchatError
 from specchat.history import History
 from specchat.textsafe import safe_text
-from specchat.themes import BUILTIN, DEFAULT_THEME, SPEC_DEFAULTS, load_user_themes
+from specchat.themes import BUILTIN, DEFAULT_THEME, LIGHT, SPEC_DEFAULTS, load_user_themes
 from specchat.tui.chatscreen import BindSchema, ChatScreen, Chosen, Shown
 from specchat.tui.controller import ChatController, Notice
 from specchat.tui.conversation import Conversation
@@ -115,7 +115,8 @@ class SpecchatApp(App):
         self.set_timer(TERMINATE_WAIT, lambda: self.exit(return_code=code))  # a reply that does not stop
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        return dict(SPEC_DEFAULTS)
+        """The token colours a theme leaves out (Textual's own): the light set on a light theme."""
+        return dict(SPEC_DEFAULTS if self.current_theme.dark else LIGHT.variables)
 
     def notify(
         self,

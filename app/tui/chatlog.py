@@ -3,15 +3,25 @@ stored conversation reopened, the last exchange taken back."""
 
 from __future__ import annotations
 
+from textual import events
 from textual.containers import VerticalScroll
 
 from specchat.history import Message as Stored
-from specchat.tui.widgets import AssistantMessage, UserMessage, stored_message
+from specchat.tui.widgets import AssistantMessage, PromptInput, UserMessage, stored_message
 
 FOLLOW_ROWS = 3  # a view this close to the end follows a streaming reply
 
 
 class ChatLog(VerticalScroll):
+    def on_key(self, event: events.Key) -> None:
+        """A key typed while the conversation has focus (to scroll it) goes
+        to the prompt, never dropped: typing always writes the message."""
+        if event.is_printable and event.character:
+            event.stop()
+            prompt = self.screen.query_one(PromptInput)
+            prompt.focus()
+            prompt.insert(event.character)
+
     def add_exchange(self, user_text: str | None, show_rejected: bool) -> AssistantMessage:
         """The user's message (None: a regenerated reply has none) and an
         empty reply that the stream fills."""

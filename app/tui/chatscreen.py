@@ -33,7 +33,7 @@ from specchat.tui.models import ModelSource
 from specchat.tui.panels import StatsPanel, StatusBar
 from specchat.tui.screens import HistoryScreen, LegendScreen
 from specchat.tui.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, RoundFeed, RoundsReady
-from specchat.tui.widgets import PromptInput, StatsLine, last_code_block
+from specchat.tui.widgets import PromptInput, StatsLine, code_blocks
 
 
 @dataclass
@@ -306,12 +306,12 @@ class ChatScreen(Screen):
 
     def action_copy_code(self) -> None:
         reply = self.query_one(ChatLog).last_reply()
-        code = last_code_block(reply.text) if reply else None
-        if code is None:
+        blocks = code_blocks(reply.text) if reply else []
+        if not blocks:
             self.notify("no code block in the last reply", severity="warning", timeout=3)
             return
-        self.app.copy_to_clipboard(code)
-        self.notify("code block copied", timeout=2)
+        self.app.copy_to_clipboard("\n".join(blocks))
+        self.notify("code block copied" if len(blocks) == 1 else f"{len(blocks)} code blocks copied", timeout=2)
 
     def action_regenerate(self) -> None:
         if not self.chat.can_regenerate():

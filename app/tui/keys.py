@@ -47,7 +47,7 @@ ACTIONS = [
     Action("pairs", "f4", "app.pairs", "Pairs", "Switch to another model pair (pull it if needed)", True),
     Action("markdown", "f5", "markdown", "Markdown", "Flip the last reply between colours and rendered Markdown"),
     Action("copy_reply", "f6", "copy_reply", "Copy reply", "Copy the last reply to the clipboard", False, True),
-    Action("copy_code", "f7", "copy_code", "Copy code", "Copy the last reply's last code block", False, True),
+    Action("copy_code", "f7", "copy_code", "Copy code", "Copy the last reply's code blocks", False, True),
     Action("regenerate", "ctrl+r", "regenerate", "Regenerate", "Generate the last reply again", True, True),
     Action("edit_last", "ctrl+l", "edit_last", "Edit last", "Edit and resend your last message", False, True),
     Action("new_chat", "ctrl+n", "new_chat", "New chat", "Start a new conversation", True, True),

@@ -42,9 +42,9 @@ def reply_text(spans: list[dict]) -> str:
     return "".join(s["text"] for s in spans if s["kind"] != "rejected")
 
 
-def last_code_block(text: str) -> str | None:
-    blocks = re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S)
-    return blocks[-1] if blocks else None
+def code_blocks(text: str) -> list[str]:
+    """The fenced code blocks of a reply, in order, each without its fences."""
+    return re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S)
 
 
 # --- the stats line -------------------------------------------------------------

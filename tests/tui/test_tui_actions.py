@@ -196,6 +196,10 @@ async def test_markdown_view_and_copy(tmp_path):
         reply.spans.append({"text": "\n```python\nprint(1)\n```\n", "kind": "target", "drafter": "target"})
         await pilot.press("f7")
         assert app.clipboard == "print(1)\n"
+        reply.spans.append({"text": "then\n```sh\nmake\n```\n", "kind": "target", "drafter": "target"})
+        await pilot.press("f7")
+        assert app.clipboard == "print(1)\n\nmake\n"  # every block of the reply, not only the last
+        assert [n.message for n in app._notifications][-1] == "2 code blocks copied"
 
 
 # --- history ---------------------------------------------------------------------------------------
@@ -389,3 +393,30 @@ async def test_the_stats_panel_scrolls_to_its_totals_by_keyboard(tmp_path):
         await pilot.press("end")
         await pilot.pause()
         assert panel.scroll_y == panel.max_scroll_y
+
+
+async def test_keys_typed_while_the_conversation_has_focus_go_to_the_prompt(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        app.screen.query_one("#chat").focus()  # tab to scroll the conversation
+        await pilot.press("h", "i")
+        await pilot.pause()
+        prompt = app.screen.query_one(PromptInput)
+        assert prompt.has_focus and prompt.text == "hi"
+
+
+async def test_a_textual_light_theme_gets_light_token_colours(tmp_path):
+    from specchat.themes import LIGHT
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.theme = "textual-light"
+        await pilot.pause()
+        assert app.theme_variables["spec-accepted"] == LIGHT.variables["spec-accepted"]
+        assert app.theme_variables["spec-rejected"] == LIGHT.variables["spec-rejected"]
+        app.theme = "textual-dark"
+        await pilot.pause()
+        assert app.theme_variables["spec-accepted"] == SPEC_DEFAULTS["spec-accepted"]
