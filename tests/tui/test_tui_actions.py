@@ -420,3 +420,18 @@ async def test_a_textual_light_theme_gets_light_token_colours(tmp_path):
         app.theme = "textual-dark"
         await pilot.pause()
         assert app.theme_variables["spec-accepted"] == SPEC_DEFAULTS["spec-accepted"]
+
+
+async def test_the_view_follows_the_reply_through_a_resize_and_f5(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(max_tokens=120))
+    async with app.run_test(size=(80, 16)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        chat = app.screen.query_one("#chat")
+        assert chat.max_scroll_y > 0 and chat.scroll_y == chat.max_scroll_y
+        await pilot.press("f5")  # the reply re-laid out as Markdown
+        await pilot.pause()
+        assert chat.scroll_y == chat.max_scroll_y
+        await pilot.resize_terminal(60, 14)
+        await pilot.pause()
+        assert chat.scroll_y == chat.max_scroll_y
