@@ -18,6 +18,8 @@ from specchat.errors import SpecchatError
 from specchat.tui.conversation import Conversation
 from specchat.tui.models import Session
 
+DRAFT_LOADING = "loading the draft model: the reply goes on once it has loaded"
+
 
 @dataclass(frozen=True)
 class Notice:
@@ -64,6 +66,7 @@ class ChatController:
         self.live_tok_s: float | None = None  # while generating
         self.auto_choice = ""  # what auto picked for the latest rounds, while generating
         self.attachments: list[Attachment] = []  # files the next message takes along (/file PATH)
+        self.draft_loading = False  # a switch mid-reply waits for the draft model to load: the status says so
 
     # --- what may happen now ---------------------------------------------------------
 
@@ -105,6 +108,7 @@ class ChatController:
             if self.chosen_k is None and default_k(name) != default_k(self.drafter):
                 self.session.set_k(default_k(name))
             self.drafter = name
+            self.draft_loading = self.generating and name in ("draft", "hybrid") and not self.session.draft_model_loaded
             return Notice(f"drafter: {name}{self._switch_note(name)}")
         return None
 
@@ -216,6 +220,12 @@ class ChatController:
     # --- the status bar ----------------------------------------------------------------
 
     def status(self, note: str) -> Status:
+        if self.draft_loading and (self.session is None or self.session.draft_model_loaded or not self.generating):
+            self.draft_loading = False
+        if self.draft_loading:
+            note = DRAFT_LOADING
+        elif note == DRAFT_LOADING:
+            note = ""  # it has loaded
         attached = " + ".join(f"{f.name} · {f.lines} lines" for f in self.attachments)
         if self.session is None:
             return Status(note=note, attached=attached)

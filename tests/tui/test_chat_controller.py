@@ -150,3 +150,18 @@ def test_the_status_shows_the_session_and_the_live_figures(generating):
     assert (s.pair, s.drafter, s.k, s.note) == ("fake-pair", "ngram", 6, "a note")
     assert (s.live_tok_s, s.choice) == ((12.5, "ngram k=6") if generating else (None, ""))
     assert ChatController(Conversation(None, warn=print), "auto").status("loading…").note == "loading…"
+
+
+def test_a_switch_mid_reply_says_the_draft_model_is_loading_until_it_has():
+    from specchat.tui.controller import DRAFT_LOADING
+
+    chat = controller("ngram")
+    chat.begin_turn()
+    chat.cycle_drafter()  # ngram -> draft, mid-reply, the draft model not loaded yet
+    assert chat.drafter == "draft" and chat.status("").note == DRAFT_LOADING
+    chat.session.drafters.draft_model().model  # the engine's next round loads it
+    assert chat.status(DRAFT_LOADING).note == "" and not chat.draft_loading
+    chat.end_turn()
+    idle = controller("ngram")
+    idle.cycle_drafter()  # between replies nothing waits: the notice says it loads on first use
+    assert not idle.draft_loading and idle.status("").note == ""

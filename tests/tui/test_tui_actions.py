@@ -434,3 +434,25 @@ async def test_the_view_follows_the_reply_through_a_resize_and_f5(tmp_path):
         await wait_until(pilot, at_end)
         await pilot.resize_terminal(60, 14)
         await wait_until(pilot, at_end)
+
+
+async def test_the_status_bar_says_when_a_switch_waits_for_the_draft_model(tmp_path):
+    import time as clock
+
+    from tests.support.tui import noisy_draft
+
+    def slow_draft():
+        clock.sleep(0.6)  # a draft model takes seconds to load
+        return noisy_draft()
+
+    app = make_app(tmp_path, models=FakeModels(draft=slow_draft, step_seconds=0.01, max_tokens=200), drafter="ngram")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await ready(pilot)
+        await start_reply(pilot)
+        bar = app.screen.query_one(StatusBar)
+        await pilot.press("ctrl+d")  # ngram -> draft, mid-reply
+        await wait_until(pilot, lambda: "loading the draft model" in str(bar.render()))
+        await wait_until(pilot, lambda: app.chat.session.draft_model_loaded)
+        await wait_until(pilot, lambda: "loading the draft model" not in str(bar.render()))
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.chat.generating)
