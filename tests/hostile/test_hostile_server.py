@@ -482,7 +482,7 @@ mounted = SpecchatApp.on_mount
 def on_mount(self):
     mounted(self)
     def send():
-        if self.session is not None and not self.generating and not getattr(self, "sent", False):
+        if self.chat.session is not None and not self.chat.generating and not getattr(self, "sent", False):
             self.sent = True
             self.query_one(PromptInput).post_message(PromptInput.Submitted("hi"))
             self.set_timer(1.0, quit)
