@@ -4,12 +4,14 @@ name, before the user's words, so every drafter can copy from it (a rename
 in an attached file is the case where speculation pays most).
 
 A file is read whole or refused with one line: not found, a folder, a link
-that leads nowhere, over MAX_BYTES, or not UTF-8 text (a NUL byte says
-binary).
+that leads nowhere, a pipe or device (never waited on), over MAX_BYTES, or
+not UTF-8 text (a NUL byte says binary).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +49,10 @@ def read_attachment(path: str) -> Attachment:
     try:
         if p.is_dir():
             raise SpecchatError(f"{path} is a folder, not a file", hint=hint, code=2)
-        with open(p, "rb") as f:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)  # a named pipe would block a plain open forever
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SpecchatError(f"{path} is not a regular file", hint=hint, code=2)
             data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise SpecchatError(

@@ -4,6 +4,8 @@ file that cannot be used is one line, and nothing is sent."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from typer.testing import CliRunner
 
@@ -35,7 +37,8 @@ def test_a_fence_is_longer_than_any_run_of_backticks_inside():
     (lambda p: p.write_bytes(b"\x7fELF\x00\x01"), "{p} is not text (it holds NUL bytes)"),
     (lambda p: p.write_bytes(b"caf\xe9\n"), "{p} is not UTF-8 text"),
     (lambda p: p.write_bytes(b"x" * (MAX_BYTES + 1)), "{p} is over 256 KiB"),
-], ids=["missing", "a folder", "binary", "latin-1", "too big"])  # fmt: skip
+    (lambda p: os.mkfifo(p), "{p} is not a regular file"),
+], ids=["missing", "a folder", "binary", "latin-1", "too big", "a named pipe"])  # fmt: skip
 def test_a_file_that_cannot_be_attached_is_one_line(tmp_path, make, said):
     path = tmp_path / "f"
     make(path)
