@@ -106,8 +106,9 @@ class ChatScreen(Screen):
 
     @on(PromptInput.Submitted)
     def submitted(self, msg: PromptInput.Submitted) -> None:
-        """Send the message; one that starts with "/schema FILE" (or "/schema
-        off") binds it first, and sends the rest once it is bound."""
+        """Send the message; one that starts with "/file PATH" attaches the
+        file first, one that starts with "/schema FILE" (or "/schema off")
+        binds it first and sends the rest once it is bound."""
         if self.chat.session is None:
             self.notify("no model loaded yet", severity="warning")
             return
