@@ -365,9 +365,8 @@ async def test_the_legend_names_every_key_and_scrolls_to_the_last(tmp_path):
             assert any(line.split()[0].lower() == key for line in keys.splitlines()), key
         legend = app.screen.query_one("#legend")
         assert legend.max_scroll_y > 0  # 30 rows do not hold it all...
-        await pilot.press("end")
-        await pilot.pause()
-        assert legend.scroll_y == legend.max_scroll_y  # ...and the keyboard reaches the last line
+        await pilot.press("end")  # ...and the keyboard reaches the last line (once its animation lands)
+        await wait_until(pilot, lambda: legend.scroll_y == legend.max_scroll_y)
 
 
 async def test_ctrl_c_says_how_to_quit_in_plain_text(tmp_path):
@@ -390,9 +389,8 @@ async def test_the_stats_panel_scrolls_to_its_totals_by_keyboard(tmp_path):
         panel = app.screen.query_one("#stats-panel")
         assert panel.max_scroll_y > 0  # 24 rows do not hold the totals
         panel.focus()
-        await pilot.press("end")
-        await pilot.pause()
-        assert panel.scroll_y == panel.max_scroll_y
+        await pilot.press("end")  # scrolls with an animation: wait for it to land
+        await wait_until(pilot, lambda: panel.scroll_y == panel.max_scroll_y)
 
 
 async def test_keys_typed_while_the_conversation_has_focus_go_to_the_prompt(tmp_path):
@@ -402,9 +400,9 @@ async def test_keys_typed_while_the_conversation_has_focus_go_to_the_prompt(tmp_
         await send(pilot, "hello")
         app.screen.query_one("#chat").focus()  # tab to scroll the conversation
         await pilot.press("h", "i")
-        await pilot.pause()
         prompt = app.screen.query_one(PromptInput)
-        assert prompt.has_focus and prompt.text == "hi"
+        await wait_until(pilot, lambda: prompt.text == "hi")  # typed keys go in a burst, a frame later
+        assert prompt.has_focus
 
 
 async def test_a_textual_light_theme_gets_light_token_colours(tmp_path):
@@ -414,12 +412,10 @@ async def test_a_textual_light_theme_gets_light_token_colours(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         app.theme = "textual-light"
-        await pilot.pause()
-        assert app.theme_variables["spec-accepted"] == LIGHT.variables["spec-accepted"]
+        await wait_until(pilot, lambda: app.theme_variables["spec-accepted"] == LIGHT.variables["spec-accepted"])
         assert app.theme_variables["spec-rejected"] == LIGHT.variables["spec-rejected"]
         app.theme = "textual-dark"
-        await pilot.pause()
-        assert app.theme_variables["spec-accepted"] == SPEC_DEFAULTS["spec-accepted"]
+        await wait_until(pilot, lambda: app.theme_variables["spec-accepted"] == SPEC_DEFAULTS["spec-accepted"])
 
 
 async def test_the_view_follows_the_reply_through_a_resize_and_f5(tmp_path):
