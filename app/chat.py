@@ -142,6 +142,7 @@ class ChatSession(Dialogue[Turn]):
                     tell(False)
             if not fresh.calibrated:
                 return None
+            self.costs.sizes = fresh.sizes  # less where the context holds fewer positions
             self.curve.was_measured(fresh.seconds)
             return why
 

@@ -276,3 +276,11 @@ def test_a_size_the_context_cannot_hold_is_not_asked_for_again():
     costs = CostModel()
     costs.calibrate(model)
     assert costs.covers and max(costs.sizes) == 17 and 24 not in costs.seconds
+
+
+def test_a_small_context_measures_what_it_holds_once():
+    model = keyed_model()
+    model.n_ctx = 24  # room for 17 positions after the step before, not for 24
+    session = ChatSession(model, drafter="auto", k=32, max_tokens=4)
+    assert session.measure_ahead() == "missing"
+    assert session.curve_due() is None and session.measure_ahead() is None  # not measured again after each reply
