@@ -424,8 +424,8 @@ async def test_the_view_follows_the_reply_through_a_resize_and_f5(tmp_path):
         await ready(pilot)
         await send(pilot, "hello")
         chat = app.screen.query_one("#chat")
-        assert chat.max_scroll_y > 0 and chat.scroll_y == chat.max_scroll_y
         at_end = lambda: chat.max_scroll_y > 0 and chat.scroll_y == chat.max_scroll_y  # noqa: E731
+        await wait_until(pilot, at_end)  # the reply is taller than the view, and the view is at its end
         await pilot.press("f5")  # the reply re-laid out as Markdown (its height changes as it renders)
         await wait_until(pilot, at_end)
         await pilot.resize_terminal(60, 14)
