@@ -9,15 +9,10 @@ from textual.containers import VerticalScroll
 from specchat.history import Message as Stored
 from specchat.tui.widgets import AssistantMessage, PromptInput, UserMessage, stored_message
 
+FOLLOW_ROWS = 3  # a view this close to the end follows a streaming reply
+
 
 class ChatLog(VerticalScroll):
-    """Anchored to its end (Textual's anchor): it follows a streaming reply,
-    through a resize or F5's re-layout, until the user scrolls up, and
-    follows again once they scroll back to the end."""
-
-    def on_mount(self) -> None:
-        self.anchor()
-
     def on_key(self, event: events.Key) -> None:
         """A key typed while the conversation has focus (to scroll it) goes
         to the prompt, never dropped: typing always writes the message."""
@@ -36,6 +31,11 @@ class ChatLog(VerticalScroll):
         self.mount(reply)
         self.scroll_end(animate=False)
         return reply
+
+    def follow(self) -> None:
+        """Keep the end in view while it is in view; a user scrolled up stays put."""
+        if self.max_scroll_y - self.scroll_y < FOLLOW_ROWS:
+            self.scroll_end(animate=False)
 
     def last_reply(self) -> AssistantMessage | None:
         replies = self.query(AssistantMessage)

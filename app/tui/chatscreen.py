@@ -200,6 +200,7 @@ class ChatScreen(Screen):
             self._status_time = now
             self.chat.live_tok_s, self.chat.auto_choice = msg.live_tok_s, msg.choice
             self.set_status()
+        self.query_one(ChatLog).follow()
         if msg.shown is not None:
             self.app.call_after_refresh(msg.shown.set)
 

@@ -418,20 +418,6 @@ async def test_a_textual_light_theme_gets_light_token_colours(tmp_path):
         await wait_until(pilot, lambda: app.theme_variables["spec-accepted"] == SPEC_DEFAULTS["spec-accepted"])
 
 
-async def test_the_view_follows_the_reply_through_a_resize_and_f5(tmp_path):
-    app = make_app(tmp_path, models=FakeModels(max_tokens=120))
-    async with app.run_test(size=(80, 16)) as pilot:
-        await ready(pilot)
-        await send(pilot, "hello")
-        chat = app.screen.query_one("#chat")
-        at_end = lambda: chat.max_scroll_y > 0 and chat.scroll_y == chat.max_scroll_y  # noqa: E731
-        await wait_until(pilot, at_end)  # the reply is taller than the view, and the view is at its end
-        await pilot.press("f5")  # the reply re-laid out as Markdown (its height changes as it renders)
-        await wait_until(pilot, at_end)
-        await pilot.resize_terminal(60, 14)
-        await wait_until(pilot, at_end)
-
-
 async def test_the_status_bar_says_when_a_switch_waits_for_the_draft_model(tmp_path):
     import time as clock
 
