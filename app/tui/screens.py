@@ -94,6 +94,9 @@ class TextPrompt(ModalScreen[str | None]):
         self.dismiss(event.value.strip() or None)
 
 
+HISTORY_TITLE = "Conversations  (enter open · s search · r rename · d delete · e export)"
+
+
 class HistoryScreen(ModalScreen[int | None]):
     """Past conversations: Enter opens, s searches every message, r renames,
     d deletes, e exports."""
@@ -113,7 +116,7 @@ class HistoryScreen(ModalScreen[int | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="history", classes="dialog"):
-            yield Static(self.title_text(), classes="dialog-title", id="history-title")
+            yield Static(HISTORY_TITLE, classes="dialog-title", id="history-title")
             yield OptionList(id="conversations")
 
     def on_mount(self) -> None:
@@ -123,14 +126,10 @@ class HistoryScreen(ModalScreen[int | None]):
         def done(text: str | None) -> None:
             self.found = self.history.search(text) if text else None
             title = f"Messages holding “{text}”  (enter open · s search again)" if text else None
-            self.query_one("#history-title", Static).update(Content(safe_text(title)) if title else self.title_text())
+            self.query_one("#history-title", Static).update(Content(safe_text(title)) if title else HISTORY_TITLE)
             self.refresh_list()
 
         self.app.push_screen(TextPrompt("Search every message (words, in order)"), done)
-
-    @staticmethod
-    def title_text() -> str:
-        return "Conversations  (enter open · s search · r rename · d delete · e export)"
 
     def refresh_list(self) -> None:
         ol = self.query_one(OptionList)
@@ -174,7 +173,7 @@ class HistoryScreen(ModalScreen[int | None]):
         if conv_id is not None:
             self.history.delete(conv_id)
             self.found = None  # its matches went with it: the whole list again
-            self.query_one("#history-title", Static).update(self.title_text())
+            self.query_one("#history-title", Static).update(HISTORY_TITLE)
             self.refresh_list()
 
     def action_export(self) -> None:
