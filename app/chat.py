@@ -28,7 +28,7 @@ from specchat.grammar import Constraint
 from specchat.llamacpp.grammar import Grammar
 from specchat.sampling import SamplingParams
 from specchat.schema import GrammarSpec
-from specchat.target import TargetModel
+from specchat.target import MtpHeadModel, TargetModel
 from specchat.tokencache import TokenCache
 
 
@@ -56,6 +56,7 @@ class ChatSession(Dialogue[Turn]):
         max_tokens: int = 1024,
         pair: str = "",
         draft_cost_prior: float = 0.5,
+        load_mtp_head: Callable[[], MtpHeadModel] | None = None,
     ) -> None:
         self.target = target
         self.pair = pair
@@ -68,7 +69,7 @@ class ChatSession(Dialogue[Turn]):
         self.cpu_bound = target.cpu_bound  # decoding keeps every core busy: the chat waits for each batch to show
         super().__init__()
         # Where each model runs (llamacpp.placement): the draft's once it has loaded.
-        self.devices: dict[str, dict | None] = {"target": target.device, "draft": None}
+        self.devices: dict[str, dict | None] = {"target": target.device, "draft": None}  # and "mtp" where shipped
         device = self.devices["target"]
         self.costs = CostModel(warmup_steps(device), calibration_sizes(device))  # a GPU: 2 warm-up steps, every size
         self.cost_key = target.cost_key  # what the kept curve and tokens belong to (None: keep none)
@@ -87,7 +88,9 @@ class ChatSession(Dialogue[Turn]):
         self.memory = Memory(lambda text: target.tokenize(text, special=False))
         self.memory_owner: object = None
         self._remembering = threading.Lock()  # held while a fill tokenizes: close waits for it
-        self.drafters = Drafters(load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint, self.memory)
+        self.drafters = Drafters(
+            load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint, self.memory, load_mtp_head
+        )
         self.engine = Engine(
             target,
             self.drafters.get(drafter),
@@ -147,10 +150,9 @@ class ChatSession(Dialogue[Turn]):
             return why
 
     def _llama_seconds(self) -> float:
-        """Seconds inside llama.cpp so far: the target's and, once loaded, the draft model's
-        (a model that keeps no such clock adds none)."""
-        models = [self.target, self.drafters.draft_model().model] if self.draft_model_loaded else [self.target]
-        return sum((m.llama_seconds or 0.0 for m in models), 0.0)
+        """Seconds inside llama.cpp so far: the target's and, once loaded, the
+        draft model's and the MTP head's (a model that keeps no such clock adds none)."""
+        return sum((m.llama_seconds or 0.0 for m in [self.target, *self.drafters.loaded_models()]), 0.0)
 
     # --- knobs, safe from any thread -----------------------------------------
 
@@ -199,10 +201,7 @@ class ChatSession(Dialogue[Turn]):
 
     @property
     def draft_model_loaded(self) -> bool:
-        try:
-            return self.drafters.draft_model().loaded
-        except SpecchatError:
-            return False  # this pair has no draft model
+        return self.drafters.draft_model_loaded
 
     def status(self) -> SessionStatus:
         drafter, sampling = self.engine.drafter, self.engine.sampling

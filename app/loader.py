@@ -58,6 +58,7 @@ def open_session(
     warn: Callable[[str], None] | None = None,
 ) -> ChatSession:
     from specchat.llamacpp import llama
+    from specchat.llamacpp.mtp import MtpHead, mtp_head
 
     llama.set_verbose(verbose)
     if threads is None:  # one rule for the chat, run, bench and models check: --threads, else settings.toml's
@@ -65,7 +66,7 @@ def open_session(
 
         threads = load_settings().threads or None
     label, t_path, d_path = pair_files(pair, target, draft)
-    if d_path is None and drafter in ("draft", "hybrid"):
+    if d_path is None and drafter in ("draft", "hybrid") and not (drafter == "hybrid" and _ships_mtp(t_path)):
         raise SpecchatError(
             f"pair '{label}' has no draft model, so the {drafter} drafter cannot run on it",
             hint="use --drafter auto, ngram, grammar or off, or give the pair a draft (--draft PATH)",
@@ -77,6 +78,7 @@ def open_session(
     target_model = llama.Model(t_path, n_ctx=ctx, n_threads=threads, n_gpu_layers=n_gpu_layers)
     if target_model.kernels.warning:
         (warn or _print_warning)(target_model.kernels.warning)
+    mtp_prior = 2 / target_model.device["layers"] if target_model.hidden is not None else 0.5
 
     def load_draft() -> llama.Model:
         # Same context size as the target, so the draft can follow the whole conversation.
@@ -90,6 +92,11 @@ def open_session(
             (warn or _print_warning)(problem)
         return m
 
+    def load_mtp_head() -> MtpHead:
+        head = mtp_head(target_model)
+        session.devices["mtp"] = target_model.device  # the target's own layers, where the target runs
+        return head
+
     session = ChatSession(
         target_model,
         load_draft if d_path is not None else None,
@@ -100,12 +107,24 @@ def open_session(
         system=system,
         max_tokens=max_tokens,
         pair=label,
-        # A draft step costs about its share of the target's bytes, until measured.
-        draft_cost_prior=d_path.stat().st_size / t_path.stat().st_size if d_path else 0.5,
+        # A draft step costs about its share of the target's bytes, until measured;
+        # an MTP head, about a block and the output layer of the target's.
+        draft_cost_prior=d_path.stat().st_size / t_path.stat().st_size if d_path else mtp_prior,
+        load_mtp_head=load_mtp_head if target_model.hidden is not None else None,
     )
+    if target_model.hidden is not None:
+        session.devices.setdefault("mtp", None)  # the target's MTP head, once it has loaded
     if session.no_drafting and drafter != "off":
         (warn or _print_warning)(session.no_drafting)
     return session
+
+
+def _ships_mtp(path: Path) -> bool:
+    """The GGUF carries MTP draft layers (hybrid then drafts with them)."""
+    from specchat.store.compat import read_architecture_kinds
+
+    arch = read_architecture_kinds(path)
+    return arch is not None and arch.mtp_layers > 0
 
 
 def placement_warning(target: dict, draft: dict) -> str | None:

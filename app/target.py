@@ -49,3 +49,32 @@ class TargetModel(Protocol):
     def cost_key(self) -> str | None: ...  # what its cost curve depends on (costmodel.saved_curve); None: keep none
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class DraftingModel(Protocol):
+    """What the draft model drafter drives: a draft model (a TargetModel),
+    or a target's MTP head (llamacpp/mtp.py's MtpHead)."""
+
+    tokens: list[int]
+    n_ctx: int
+
+    def eval(self, tokens: Sequence[int], n_logits: int = 1) -> None: ...
+    def argmax_only(self, on: bool) -> None: ...
+    def logits(self, j: int) -> np.ndarray: ...
+    def argmax(self, j: int) -> int: ...
+    def truncate(self, n: int) -> None: ...
+    def is_eog(self, t: int) -> bool: ...
+    def close(self) -> None: ...
+    @property
+    def llama_seconds(self) -> float | None: ...  # seconds inside llama.cpp's calls so far
+
+
+@runtime_checkable
+class MtpHeadModel(DraftingModel, Protocol):
+    """A target's MTP head: `follow` feeds committed tokens with the target's
+    hidden states; `eval` chains tokens that are not committed."""
+
+    followed: int  # the first rows of `tokens`, fed by follow()
+
+    def follow(self, tokens: Sequence[int]) -> None: ...

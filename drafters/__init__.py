@@ -8,7 +8,7 @@ mid-conversation keeps the n-gram index and the draft model's cache.
 
 from __future__ import annotations
 
-NAMES = ("off", "ngram", "draft", "hybrid", "grammar", "memory", "auto")
+NAMES = ("off", "ngram", "draft", "mtp", "hybrid", "grammar", "memory", "auto")
 # Drafters that propose only while a constraint (--json-schema, --grammar) is on.
 NEEDS_CONSTRAINT = ("grammar",)
 # Drafters that draft from the memory of stored replies (the others never read it).
@@ -17,7 +17,7 @@ READS_MEMORY = ("memory", "hybrid", "auto")
 # chat's k keys and bench all take k from this range.
 K_MIN, K_MAX = 1, 32
 DEFAULT_K = 16  # copying drafters earn long drafts...
-MODEL_K = 4  # ...a draft model pays for every token it drafts...
+MODEL_K = 4  # ...a draft model (or an MTP head) pays for every token it drafts...
 # ...and auto and the memory draft as far as the evidence goes: the memory
 # as long as its match (a question asked again matches its whole answer),
 # auto as long as its cost curve and the match's agreement say it pays.
@@ -26,7 +26,7 @@ LONG_K = K_MAX
 
 def default_k(drafter: str) -> int:
     """The k a drafter runs at unless told otherwise."""
-    if drafter in ("draft", "hybrid"):
+    if drafter in ("draft", "mtp", "hybrid"):
         return MODEL_K
     return LONG_K if drafter in ("auto", "memory") else DEFAULT_K
 

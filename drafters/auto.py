@@ -142,7 +142,7 @@ class AutoDrafter(Drafter):
         assert self.model is not None  # _options offers a draft only from a loaded model
         draft = self.model.propose(context, length)
         self._measure_draft(self.model.seconds_per_token)
-        return self._decide(f"draft k={length}", acc, draft)
+        return self._decide(f"{self.model.name} k={length}", acc, draft)
 
     def _options(self, context: Sequence[int], k: int, optimism: float):
         """(tokens/s, source, length, estimator, candidate tokens) for the best length of each drafter."""
@@ -175,7 +175,7 @@ class AutoDrafter(Drafter):
             fixed = warmup + self.model.catch_up_cost(context)
             length, rate = self._best_length(self.model_acc, k, self._draft_step(), optimism, fixed)
             if length:
-                yield rate, "draft", length, self.model_acc, None
+                yield rate, self.model.name, length, self.model_acc, None
 
     def _best_length(
         self, acc: Acceptance, n: int, per_token: float, optimism: float, fixed: float = 0.0

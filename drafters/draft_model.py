@@ -25,7 +25,7 @@ from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams, probs, sample
 
 if TYPE_CHECKING:
-    from specchat.target import TargetModel
+    from specchat.target import DraftingModel
 
 SINGLE_STEP_CATCH_UP = 4  # catch-ups this short are fed token by token
 
@@ -35,14 +35,14 @@ class DraftModelDrafter(Drafter):
 
     def __init__(
         self,
-        load: Callable[[], TargetModel],
+        load: Callable[[], DraftingModel],
         sampling: SamplingParams = SamplingParams(),
         constraint: Constraint | None = None,
     ) -> None:
         super().__init__()
         self._load = load  # the model loads on first use
         self.constraint = constraint  # while on, greedy drafts take the grammar's best token
-        self._model: TargetModel | None = None
+        self._model: DraftingModel | None = None
         self.sampling = sampling
         self.rng = np.random.default_rng(sampling.seed + 1)
         self.seconds_per_token: float | None = None  # drafting time of the last proposal, sync excluded
@@ -50,7 +50,7 @@ class DraftModelDrafter(Drafter):
         self._synced = 0  # context length at the last sync
 
     @property
-    def model(self) -> TargetModel:
+    def model(self) -> DraftingModel:
         """The draft model, loaded on first use."""
         if self._model is None:
             self._model = self._load()
@@ -70,7 +70,7 @@ class DraftModelDrafter(Drafter):
         if k <= 0:
             return Draft(source=self.name)
         m = self.model
-        self._sync(m, context)
+        self._sync(m, context, len(pending))
         t0 = time.perf_counter()
         # Under a constraint: greedy drafts take the best allowed token (cheap);
         # a sampled draft ends before a token the grammar refuses.
@@ -104,8 +104,9 @@ class DraftModelDrafter(Drafter):
             return behind * (self.seconds_per_token or 0.0)
         return behind * (self.sync_per_token or self.seconds_per_token or 0.0)
 
-    def _sync(self, m, context: Sequence[int]) -> None:
-        """Make the draft KV hold exactly `context`, with logits for its last position."""
+    def _sync(self, m, context: Sequence[int], n_pending: int = 0) -> None:
+        """Make the draft KV hold exactly `context`, with logits for its last
+        position (the draft model reads pending tokens like committed ones)."""
         t0 = time.perf_counter()
         m.argmax_only(self.sampling.greedy and not (self.constraint is not None and self.constraint.on))
         fed = kvcache.sync(m, context, logits=True, one_by_one=SINGLE_STEP_CATCH_UP)

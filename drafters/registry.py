@@ -13,13 +13,14 @@ from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.grammar import GrammarDrafter
 from specchat.drafters.hybrid import HybridDrafter
 from specchat.drafters.memory import Memory, MemoryDrafter
+from specchat.drafters.mtp import MtpDrafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams
 
 if TYPE_CHECKING:
-    from specchat.target import TargetModel
+    from specchat.target import DraftingModel, MtpHeadModel, TargetModel
 
 D = TypeVar("D", bound=Drafter)
 
@@ -35,8 +36,10 @@ class Drafters:
         draft_cost_prior: float = 0.5,
         constraint: Constraint | None = None,
         memory: Memory | None = None,
+        load_mtp_head: Callable[[], MtpHeadModel] | None = None,
     ) -> None:
         self.load_draft_model = load_draft_model
+        self.load_mtp_head = load_mtp_head  # where the target ships an MTP draft head
         self.constraint = constraint or Constraint()  # the reply's grammar, shared with the engine
         self.sampling = sampling
         self.costs = costs or CostModel()  # shared with the engine, for auto
@@ -54,6 +57,23 @@ class Drafters:
     def draft_model(self) -> DraftModelDrafter:
         """The draft model's drafter (a SpecchatError where there is no draft model)."""
         return self._get("draft", DraftModelDrafter)
+
+    @property
+    def draft_model_loaded(self) -> bool:
+        made = self._made.get("draft")
+        return isinstance(made, DraftModelDrafter) and made.loaded
+
+    def loaded_models(self) -> list[DraftingModel]:
+        """The draft model and the MTP head, as far as they have loaded."""
+        made = (self._made.get(name) for name in ("draft", "mtp"))
+        return [d.model for d in made if isinstance(d, DraftModelDrafter) and d.loaded]
+
+    def model_part(self) -> DraftModelDrafter | None:
+        """What hybrid and auto draft with beside the copies: the draft model,
+        else the target's MTP head, else nothing."""
+        if self.load_draft_model is not None:
+            return self.draft_model()
+        return self._get("mtp", MtpDrafter) if self.load_mtp_head is not None else None
 
     def _ngram(self) -> NgramDrafter:
         return self._get("ngram", NgramDrafter)
@@ -76,13 +96,26 @@ class Drafters:
         if name == "memory":
             return MemoryDrafter(self._ngram(), self.memory)
         if name == "auto":
-            model = self.draft_model() if self.load_draft_model else None
+            model = self.model_part()
             return AutoDrafter(self._ngram(), model, self.costs, self.draft_cost_prior, self._grammar(), self.memory)
-        if self.load_draft_model is None:
-            raise SpecchatError(f"drafter {name!r} needs a draft model", hint="pass --draft GGUF or use a --pair")
+        if name == "mtp":
+            if self.load_mtp_head is None:
+                raise SpecchatError(
+                    "drafter 'mtp' needs a target that ships an MTP draft head",
+                    hint="models scan names the models that do (Qwen3.5, GLM-4.5, MiMo); use another drafter here",
+                )
+            return MtpDrafter(self.load_mtp_head, self.sampling, self.constraint)
         if name == "draft":
+            if self.load_draft_model is None:
+                raise SpecchatError("drafter 'draft' needs a draft model", hint="pass --draft GGUF or use a --pair")
             return DraftModelDrafter(self.load_draft_model, self.sampling, self.constraint)
-        return HybridDrafter(self._ngram(), self.draft_model(), self._grammar(), self.memory)
+        part = self.model_part()  # hybrid
+        if part is None:
+            raise SpecchatError(
+                "drafter 'hybrid' needs a draft model or a target that ships an MTP head",
+                hint="pass --draft GGUF or use a --pair",
+            )
+        return HybridDrafter(self._ngram(), part, self._grammar(), self.memory)
 
     def close(self) -> None:
         for d in self._made.values():

@@ -6,6 +6,8 @@ Every theme sets the spec variables the TUI's styles use:
 - `spec-rejected`  draft tokens the target threw away (also struck through)
 - `spec-ngram`     accepted tokens the n-gram drafter proposed (hybrid mode)
 - `spec-model`     accepted tokens the draft model proposed (hybrid mode)
+- `spec-mtp`       accepted tokens the target's own MTP head proposed, in any
+                   mode (the mtp drafter, and its part of a hybrid or auto draft)
 - `spec-grammar`   accepted tokens the grammar forced (the grammar drafter,
                    and its part of a hybrid or auto draft)
 - `spec-memory`    accepted tokens copied from the memory (this user's earlier
@@ -47,6 +49,7 @@ SPEC_VARIABLES = (
     "spec-rejected",
     "spec-ngram",
     "spec-model",
+    "spec-mtp",
     "spec-grammar",
     "spec-memory",
     "spec-good",
@@ -59,6 +62,7 @@ SPEC_DEFAULTS = {
     "spec-rejected": "#e0605e",
     "spec-ngram": "#4ec96b",
     "spec-model": "#3fb8c4",
+    "spec-mtp": "#e58fd0",
     "spec-grammar": "#c58af9",
     "spec-memory": "#e8c547",
     "spec-good": "#4ec96b",
@@ -99,6 +103,7 @@ LIGHT = Theme(
         "spec-rejected": "#c62828",
         "spec-ngram": "#1a7f37",
         "spec-model": "#0b6e79",
+        "spec-mtp": "#a3207a",
         "spec-grammar": "#8250df",
         "spec-memory": "#9a6700",
         "spec-good": "#1a7f37",
@@ -126,6 +131,7 @@ COLORBLIND = Theme(
         "spec-rejected": "#e69f00",
         "spec-ngram": "#56b4e9",
         "spec-model": "#cc79a7",
+        "spec-mtp": "#0072b2",
         "spec-grammar": "#009e73",
         "spec-memory": "#f0e442",
         "spec-good": "#56b4e9",
@@ -153,6 +159,7 @@ HIGH_CONTRAST = Theme(
         "spec-rejected": "#ff4040",
         "spec-ngram": "#00ff00",
         "spec-model": "#00ffff",
+        "spec-mtp": "#8888ff",
         "spec-grammar": "#ff00ff",
         "spec-memory": "#ffff00",
         "spec-good": "#00ff00",
@@ -191,10 +198,12 @@ def span_style(kind: str, drafter: str, resolve=lambda var: f"${var}") -> str:
 
 
 # Accepted tokens coloured by who proposed them: in hybrid mode each source;
-# grammar-forced and memory-copied tokens in any mode (memory, hybrid, auto).
+# grammar-forced, memory-copied and MTP-drafted tokens in any mode.
 HYBRID_SOURCES = {
     "hybrid:ngram": "spec-ngram",
     "hybrid:draft": "spec-model",
+    "hybrid:mtp": "spec-mtp",
+    "mtp": "spec-mtp",
     "hybrid:grammar": "spec-grammar",
     "grammar": "spec-grammar",
     "hybrid:memory": "spec-memory",

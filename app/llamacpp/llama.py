@@ -30,6 +30,7 @@ from specchat.drafters import K_MAX
 from specchat.errors import SpecchatError
 from specchat.llamacpp.kernels import Kernels, build_id
 from specchat.llamacpp.kernels import choose as choose_kernels
+from specchat.llamacpp.mtp import HiddenStates
 from specchat.llamacpp.placement import argmax_where, placement
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class Model:
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = 999 if n_gpu_layers < 0 else n_gpu_layers
         mp.use_extra_bufts = self.kernels.extra_bufts
+        mp.load_mtp = True  # a shipped MTP draft head (the mtp drafter); a model without one loads as before
         global _load_log
         load_log: list[str] = []
         _load_log = load_log
@@ -151,6 +153,7 @@ class Model:
         # Decoding keeps every core busy: llama.cpp runs on the CPU with a thread per core.
         self.cpu_bound = not self.device["gpu_layers"] and threads >= physical_cores()
         self.mem = C.llama_get_memory(self.ctx)
+        self.hidden = HiddenStates.attach(self.model, self.ctx, self.n_ctx)  # what an MTP head reads; None: no head
         self.batch = C.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []  # what the KV cache holds, in order
         # Seconds inside llama.cpp's decode, logits and rollback calls: what a
@@ -258,6 +261,8 @@ class Model:
             self.llama_seconds += time.perf_counter() - t0
             if rc != 0:
                 raise SpecchatError(f"llama_decode failed ({rc})", hint="the context may be full; try --ctx")
+            if self.hidden is not None:
+                self.hidden.keep(pos0, len(chunk))
             self.tokens.extend(chunk)
             self._last_fed, self._rolled_back = len(chunk), False
         # Logits rows are addressed by batch index within the last chunk.

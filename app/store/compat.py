@@ -161,7 +161,8 @@ class Architecture:
             "SWA": "sliding-window attention: rolls back exactly, as specchat keeps the full cache (swa_full)",
             "hybrid": "a recurrent state: rolls back from llama.cpp's snapshots of the last decode where its "
             "architecture keeps them, else decodes plainly",
-            "MTP": f"{self.mtp_layers} shipped MTP draft head(s), which specchat does not draft with yet",
+            "MTP": f"{self.mtp_layers} shipped MTP draft head(s): the mtp drafter drafts with the first, "
+            "and hybrid and auto do where the pair has no draft model",
         }
         return "; ".join(said[k] for k in self.kinds)
 

@@ -65,10 +65,10 @@ class StatsPanel(VerticalScroll):
 
 
 def devices_content(devices: dict) -> list[Content]:
-    """Where the target and the draft model run: backend, device, layers offloaded;
+    """Where the target, the draft model and an MTP head run: backend, device, layers offloaded;
     on a server, the target's line only (what the server reports of its devices)."""
     on_server = "server" in (devices.get("target") or {})
-    roles = ("target",) if on_server else ("target", "draft")
+    roles = ("target",) if on_server else ("target", "draft", *(["mtp"] if "mtp" in devices else []))
     return [Content(f"{role:>6}: {safe_text(device_text(devices.get(role)))}") for role in roles]
 
 

@@ -55,6 +55,10 @@ class LegendScreen(ModalScreen[None]):
             ("memory accepted", "$spec-memory"),
             ": tokens copied from your earlier replies in the history (F10 turns the memory off for this chat)",
         )
+        mtp = Content.assemble(
+            ("MTP-head accepted", "$spec-mtp"),
+            ": tokens drafted by the MTP head the target ships (Qwen3.5, GLM-4.5, MiMo), in any mode",
+        )
         numbers = Content.assemble(
             "α = tokens per verify · speedup ",
             ("> 1", "bold $spec-good"),
@@ -69,6 +73,7 @@ class LegendScreen(ModalScreen[None]):
             yield Static(hybrid)
             yield Static(grammar)
             yield Static(memory)
+            yield Static(mtp)
             yield Static(numbers)
             if self.server_note:
                 yield Static(Content.assemble(("server totals", "$spec-accepted"), safe_text(self.server_note)))

@@ -50,12 +50,17 @@ def test_every_drafter_gives_plain_decodings_output(synthetic, arch):
         "ngram": ("--drafter", "ngram"),
         "auto": ("--draft", str(synthetic["other"]), "--drafter", "auto"),
     }
+    if arch == "qwen35":  # it ships an MTP head: mtp drafts with it, and so do hybrid and auto without a draft model
+        cases |= {"mtp": ("--drafter", "mtp"), "hybrid on the head": ("--drafter", "hybrid", "--k", "4")}
+        cases |= {"auto on the head": ("--drafter", "auto")}
     for case, args in cases.items():
         out = run("--target", target, *args, "--no-history")
         s = out["stats"]
         assert (s["identical"], s["first_divergence"], out["tokens"]) == (True, None, plain), case
         if case == "draft that disagrees":
             assert s["drafted"] > 0 and s["accepted"] < s["drafted"]  # rejected drafts were rolled back
+        if case in ("mtp", "hybrid on the head"):
+            assert s["drafted"] > 0 and out["devices"]["mtp"]["backend"] == "CPU"
         if case == "draft that agrees":
             assert s["drafted"] > 0 and s["accepted"] == s["drafted"]
 
@@ -119,6 +124,6 @@ def test_scan_names_each_files_kinds(synthetic):
     text = CliRunner().invoke(app, ["models", "scan", str(synthetic["qwen35"].parent)], env={"COLUMNS": "300"}).stdout
     assert (
         "qwen35: hybrid, MTP: a recurrent state: rolls back from llama.cpp's snapshots of the last decode where its "
-        "architecture keeps them, else decodes plainly; 1 shipped MTP draft head(s), which specchat does not draft "
-        "with yet"
+        "architecture keeps them, else decodes plainly; 1 shipped MTP draft head(s): the mtp drafter drafts with the "
+        "first, and hybrid and auto do where the pair has no draft model"
     ) in text

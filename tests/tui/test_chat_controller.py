@@ -58,10 +58,10 @@ def test_a_pair_opens_at_the_chosen_k_or_the_drafters_own():
 def test_the_cycle_skips_what_the_pair_cannot_run_and_says_what_a_switch_means():
     chat = controller("off", draft=None)
     seen = []
-    for _ in range(len(NAMES) - 2):
+    for _ in range(len(NAMES) - 3):
         chat.cycle_drafter()
         seen.append(chat.drafter)
-    assert seen == [n for n in NAMES if n not in ("off", "draft", "hybrid")] + ["off"]
+    assert seen == [n for n in NAMES if n not in ("off", "draft", "mtp", "hybrid")] + ["off"]  # no draft, no MTP head
     chat = controller("hybrid")
     chat.generating = True
     while chat.drafter != "grammar":
