@@ -66,6 +66,8 @@ def open_session(
 
         threads = load_settings().threads or None
     label, t_path, d_path = pair_files(pair, target, draft)
+    if d_path == t_path and drafter != "draft" and _ships_mtp(t_path):
+        d_path = None  # a model that ships an MTP head drafts with it, not with a second copy of itself
     if d_path is None and drafter in ("draft", "hybrid") and not (drafter == "hybrid" and _ships_mtp(t_path)):
         raise SpecchatError(
             f"pair '{label}' has no draft model, so the {drafter} drafter cannot run on it",

@@ -6,6 +6,8 @@ fresh head would, and leave the sampled distribution exactly the target's."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy.stats import chisquare
@@ -104,6 +106,17 @@ def test_sampled_mtp_drafts_leave_the_targets_distribution_on_a_hybrid_model(qwe
         drafter.close()
     assert 0 < accepted < drafted  # both acceptance and rejection were exercised
     assert chisquare(tenths).pvalue > 0.001, tenths
+
+
+@pytest.mark.real
+def test_a_model_drafting_for_itself_drafts_with_its_head_not_a_second_copy(qwen35):
+    path = str(qwen35.path)
+    args = ["run", PROMPT, "--target", path, "--draft", path, "--json", "--max-tokens", "12", "--no-history"]
+    for drafter, loaded in (("hybrid", "mtp"), ("draft", "draft")):
+        r = CliRunner().invoke(app, [*args, "--drafter", drafter])
+        assert r.exit_code == 0, r.output
+        devices = json.loads(r.stdout)["devices"]
+        assert [role for role in ("draft", "mtp") if devices.get(role)] == [loaded], drafter
 
 
 @pytest.mark.real

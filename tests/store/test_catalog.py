@@ -44,7 +44,7 @@ def test_tiny_pair_drafts_for_itself(catalog):
 
 
 def test_hub_only_pairs_carry_no_invented_checksums(catalog):
-    hub_only = {"qwen2.5-coder-7b", "qwen2.5-7b", "llama3.2-3b", "qwen3-8b"}
+    hub_only = {"qwen2.5-coder-7b", "qwen2.5-7b", "llama3.2-3b", "qwen3-8b", "qwen3.5-4b-mtp"}
     assert hub_only <= set(catalog.names())
     for name in hub_only:
         for role, f in catalog.get(name).roles():
@@ -53,6 +53,13 @@ def test_hub_only_pairs_carry_no_invented_checksums(catalog):
             assert re.fullmatch(r"[\w.-]+/[\w.-]+-GGUF", f.repo) and f.filename.endswith(".gguf")
     # the coder 7B shares its draft with the default pair: one file in the store
     assert catalog.get("qwen2.5-coder-7b").draft.store_key == catalog.get(None).draft.store_key
+
+
+def test_a_model_with_an_mtp_head_is_a_pair_on_its_own(catalog):
+    pair = catalog.get("qwen3.5-4b-mtp")
+    assert pair.same_file and pair.target.mirror is None  # from the Hub only
+    assert pair.target.filename == "Qwen3.5-4B-MTP-Q4_K_M.gguf"
+    assert "its own MTP head" in pair.note
 
 
 def test_unknown_pair_lists_the_names(catalog):
