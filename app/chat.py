@@ -199,6 +199,10 @@ class ChatSession(Dialogue[Turn]):
     def sampling(self) -> SamplingParams:
         return self.engine.sampling
 
+    def set_sampling(self, temp: float, top_p: float) -> None:
+        """Sample the next replies at this temperature and top-p (0: greedy)."""
+        self.engine.sampling = replace(self.engine.sampling, temp=temp, top_p=top_p)
+
     @property
     def draft_model_loaded(self) -> bool:
         return self.drafters.draft_model_loaded
@@ -269,15 +273,9 @@ class ChatSession(Dialogue[Turn]):
         """A stored reply as the memory holds it: its prompt's tail, then its tokens."""
         return [*self.prompt_for(user_text)[-PROMPT_TAIL:], *self.memory.tokenize(reply)]
 
-    def forget(self, owner: object) -> None:
-        """Drop what `owner` (a conversation's id) put in the memory."""
-        self.memory.forget(owner)
-
     def set_memory(self, on: bool) -> None:
         """Draft from the memory, or not; off empties it."""
-        self.memory.on = on
-        if not on:
-            self.memory.clear()
+        self.memory.set_on(on)
 
     def _generate(self, on_round, cancel, on_idle) -> Turn:
         self._refresh_stop.set()  # a refresh of the curve in progress gives way...

@@ -9,7 +9,8 @@ to the defaults and reports a clear message naming the line.
     drafter = "auto"           # off | ngram | draft | hybrid | auto
     k = 16                     # the most a drafter may propose per round (unset: each
                                # drafter's own: 32 auto/memory, 16 ngram, 4 draft/hybrid)
-    temperature = 0.0
+    temperature = 0.0          # the chat's /temp; 0 = greedy
+    top_p = 1.0                # the chat's /top-p; 1 = off
     theme = "specchat-dark"
     system_prompt = ""
     threads = 0                # 0 = physical cores
@@ -40,8 +41,9 @@ class Settings:
     drafter: str = "auto"  # picks drafter and length per round; never loses to off by much
     k: int | None = None  # None: each drafter's own k (drafters.default_k)
     temperature: float = 0.0
+    top_p: float = 1.0
     theme: str = "specchat-dark"
-    system_prompt: str = ""
+    system_prompt: str = ""  # a new conversation's; each keeps its own (/system)
     threads: int = 0  # 0 = let llama.cpp / the loader choose
     ctx: int = 0  # 0 = the loader's default
     memory: bool = True  # draft from this user's earlier replies in the history (F10: off for one chat)
@@ -61,6 +63,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "drafter": str,
     "k": int,
     "temperature": (int, float),
+    "top_p": (int, float),
     "theme": str,
     "system_prompt": str,
     "threads": int,
@@ -109,6 +112,7 @@ def _read(path: Path) -> str:
 _RANGES: dict[str, Callable[..., object]] = {
     "k": checks.k,
     "temperature": checks.temperature,
+    "top_p": checks.top_p,
     "threads": checks.threads,
     "ctx": checks.ctx,
     "drafter": checks.drafter,
@@ -130,7 +134,7 @@ def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
         elif (problem := _out_of_range(key, value)) is not None:
             errors.append(f"{where}: {problem}; using {_default(s, key)}")
         else:
-            setattr(s, key, float(value) if key == "temperature" else value)
+            setattr(s, key, float(value) if key in ("temperature", "top_p") else value)
     return s, errors
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from specchat import paths
+from specchat.branches import Tree
 from specchat.display import number
 from specchat.stored import Conversation, Message, read_conversation, read_message
 from specchat.textsafe import safe_text
@@ -100,7 +101,7 @@ def _locked(method: Callable[Concatenate[History, P], R]) -> Callable[Concatenat
     return run
 
 
-class History:
+class History(Tree):
     """The history database. One connection; each operation holds `lock`, so any thread may call it."""
 
     def __init__(self, path: Path | None = None, busy: float = BUSY_SECONDS) -> None:
@@ -116,6 +117,7 @@ class History:
             with self.db:
                 self.db.executescript(SCHEMA)
             self._check_tables()
+            self.add_tree_columns()
             self._index()
         except sqlite3.Error:
             self.db.close()
@@ -167,12 +169,12 @@ class History:
     # --- conversations --------------------------------------------------------
 
     @_locked
-    def new_conversation(self, title: str = "New chat", pair: str = "") -> int:
+    def new_conversation(self, title: str = "New chat", pair: str = "", system: str | None = None) -> int:
         now = time.time()
         with self.db:
             cur = self.db.execute(
-                "INSERT INTO conversations (title, pair, created, updated) VALUES (?, ?, ?, ?)",
-                (title, pair, now, now),
+                "INSERT INTO conversations (title, pair, created, updated, system) VALUES (?, ?, ?, ?, ?)",
+                (title, pair, now, now, system),
             )
         assert cur.lastrowid is not None  # an INSERT sets it
         return cur.lastrowid
@@ -181,14 +183,16 @@ class History:
     def list(self) -> list[Conversation]:
         """Every conversation, most recently updated first (messages not loaded)."""
         rows = self.db.execute(
-            "SELECT c.id, c.title, c.pair, c.updated, COUNT(m.id) FROM conversations c "
+            "SELECT c.id, c.title, c.pair, c.updated, COUNT(m.id), c.parent_id, c.system FROM conversations c "
             "LEFT JOIN messages m ON m.conversation_id = c.id GROUP BY c.id ORDER BY c.updated DESC, c.id DESC"
         ).fetchall()
         return [read_conversation(*row) for row in rows]
 
     @_locked
     def load(self, conv_id: int) -> Conversation:
-        row = self.db.execute("SELECT id, title, pair, updated FROM conversations WHERE id = ?", (conv_id,)).fetchone()
+        row = self.db.execute(
+            "SELECT id, title, pair, updated, 0, parent_id, system FROM conversations WHERE id = ?", (conv_id,)
+        ).fetchone()
         if row is None:
             raise KeyError(conv_id)
         conv = read_conversation(*row)

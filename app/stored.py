@@ -35,6 +35,8 @@ class Conversation:
     updated: float = 0.0
     n_messages: int = 0
     messages: list[Message] = field(default_factory=list)
+    parent: int | None = None  # the conversation it branched from (branches.py)
+    system: str | None = None  # its own system prompt; None: the settings' default
 
 
 ROLES = ("user", "assistant")
@@ -48,12 +50,15 @@ class Unreadable(ValueError):
     """A stored value that is not what specchat writes; the message says which and why."""
 
 
-def read_conversation(conv_id, title, pair, updated, n_messages: int = 0) -> Conversation:
-    """A conversation's row; an odd title, pair or time is shown plainly, never a crash."""
+def read_conversation(conv_id, title, pair, updated, n_messages: int = 0, parent=None, system=None) -> Conversation:
+    """A conversation's row; an odd title, pair, time, parent or system
+    prompt is shown plainly or left out, never a crash."""
     title = title if isinstance(title, str) else "(unreadable title)"
     pair = pair if isinstance(pair, str) else ""
     updated = float(updated) if _amount(updated) and updated <= LATEST else 0.0
-    return Conversation(conv_id, title, pair, updated, n_messages)
+    parent = parent if isinstance(parent, int) and not isinstance(parent, bool) else None
+    system = system if isinstance(system, str) else None
+    return Conversation(conv_id, title, pair, updated, n_messages, [], parent, system)
 
 
 def read_message(role, content, finish, stats_json, spans_json) -> Message:

@@ -229,6 +229,12 @@ class Memory:
             self._queue.append(("forget", owner, ()))
             self._forgotten.append(owner)
 
+    def set_on(self, on: bool) -> None:
+        """Draft from it, or not (the chat's setting); off empties it."""
+        self.on = on
+        if not on:
+            self.clear()
+
     def clear(self) -> None:
         with self._lock:
             self._queue = [("clear", None, ())]

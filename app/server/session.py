@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypedDict
 
 from specchat.dialogue import Dialogue, SessionStatus
@@ -118,6 +118,9 @@ class ServerSession(Dialogue[ServerTurn]):
     def drafter_names(self) -> list[str]:
         """What ctrl+d cycles through: the settings this server allows per request."""
         return self.info.drafter_names()
+
+    def set_sampling(self, temp: float, top_p: float) -> None:
+        self.sampling = replace(self.sampling, temp=temp, top_p=top_p)  # sent with each request
 
     def set_drafter(self, name: str) -> None:
         if name not in self.drafter_names():

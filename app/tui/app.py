@@ -90,6 +90,7 @@ class SpecchatApp(App):
         self.history_note = history_note  # why the history is off or fresh, if it is
         self.save_settings = save_settings
         self.conversation = Conversation(history, partial(self.notify, title="history", severity="warning", timeout=15))
+        self.conversation.default_system = self.conversation.system = self.settings.system_prompt or None
         self.conversation.memory_on = self.settings.memory  # F10 turns it off (or on) for this chat only
         # k None: each drafter runs at its own k (drafters.default_k) until the user picks one
         self.chat = ChatController(self.conversation, drafter or self.settings.drafter, k or self.settings.k)

@@ -26,9 +26,11 @@ from specchat.checks import blank
 from specchat.errors import SpecchatError
 from specchat.schema import schema_prefix
 from specchat.textsafe import safe_text
+from specchat.tui.branching import BranchKeys, branch_note
 from specchat.tui.chatlog import ChatLog
 from specchat.tui.controller import ChatController, Notice
 from specchat.tui.keys import ACTIONS, legend_keys
+from specchat.tui.knobs import ChatKnobs, knob_command
 from specchat.tui.models import ModelSource
 from specchat.tui.panels import StatsPanel, StatusBar
 from specchat.tui.screens import HistoryScreen, LegendScreen
@@ -55,7 +57,7 @@ class BindSchema(Message):
     then_send: str
 
 
-class ChatScreen(Screen):
+class ChatScreen(BranchKeys, ChatKnobs, Screen):
     BINDINGS = [
         Binding(a.keys, a.action, a.title, show=a.show, priority=a.priority, id=a.id, tooltip=a.help) for a in ACTIONS
     ]
@@ -111,6 +113,10 @@ class ChatScreen(Screen):
         binds it first and sends the rest once it is bound."""
         if self.chat.session is None:
             self.notify("no model loaded yet", severity="warning")
+            return
+        if (knob := knob_command(msg.text)) is not None:  # /system, /temp, /top-p: from the next reply
+            self.query_one(PromptInput).clear()
+            self.run_knob(*knob)
             return
         if self.busy():
             return
@@ -216,6 +222,9 @@ class ChatScreen(Screen):
             self.notify(turn.error, title="server", severity="error", timeout=15)
         if turn.dropped_turns:
             self.notify(f"dropped the {turn.dropped_turns} oldest exchange(s) to fit the context")
+        if note := branch_note(stats.get("alpha"), self.chat.branched_from):
+            self.notify(note, title="branch", timeout=10)
+        self.chat.branched_from = None
 
     @on(ReplyFailed)
     def reply_failed(self, msg: ReplyFailed) -> None:
@@ -325,12 +334,18 @@ class ChatScreen(Screen):
 
     def action_edit_last(self) -> None:
         text = self.chat.start_editing()
-        if text is None:
-            return
+        if text is not None:
+            self.edit_in_prompt(text, "editing your last message: Enter resends, Esc leaves it")
+
+    def edit_in_prompt(self, text: str, note: str) -> None:
         prompt = self.query_one(PromptInput)
         prompt.text = text
         prompt.focus()
-        self.notify("editing your last message: Enter resends, Esc leaves it", timeout=4)
+        self.notify(note, timeout=4)
+
+    def keep(self, changes: dict) -> None:
+        """The app keeps these settings for the next start."""
+        self.post_message(Chosen(changes))
 
     def action_new_chat(self) -> None:
         if self.busy():

@@ -46,6 +46,8 @@ class Status:
     choice: str = ""  # auto's latest decision while generating, e.g. "ngram k=6"
     constraint: str = ""  # what replies must match ("JSON · person.json"), shown as a mark
     attached: str = ""  # the files the next message takes along ("app.py · 40 lines")
+    branch: str = ""  # "branch 2/3" where the conversation has branches
+    system: bool = False  # the conversation has a system prompt
 
 
 class ChatController:
@@ -62,6 +64,7 @@ class ChatController:
         self.generating = False
         self.binding = ""  # the schema file being bound on a worker, if one is
         self.editing = False  # the prompt holds the last message, to resend in its place
+        self.branched_from: float | None = None  # α of the reply a branch asks again for (branching.py)
         self.cancel_event = threading.Event()
         self.live_tok_s: float | None = None  # while generating
         self.auto_choice = ""  # what auto picked for the latest rounds, while generating
@@ -242,4 +245,6 @@ class ChatController:
             choice=self.auto_choice,
             constraint=s.constraint,
             attached=attached,
+            branch=self.conversation.branch,
+            system=bool(self.conversation.system),
         )

@@ -55,6 +55,9 @@ class Conversation:
         self.records = [self.record]  # every conversation this chat wrote to (the memory knows them by these)
         self.turns: list[dict] = []  # stats of each reply, for the stats panel
         self.memory_on = True  # the chat's setting: draft from this user's earlier replies
+        self.default_system: str | None = None  # a new conversation's system prompt (the settings')
+        self.system: str | None = None  # this conversation's (/system), stored with it
+        self.branch = ""  # "branch 2/3" where the conversation has branches (branches.py)
         if history is not None:
             history.on_delete.append(self._forget)
 
@@ -74,6 +77,7 @@ class Conversation:
         if self.session is not None:
             session.replace_messages(self.session.messages)
         self.session = session
+        session.system = self.system
         self.set_memory(self.memory_on)  # the chat's setting carries over to the new session
 
     @property
@@ -120,6 +124,11 @@ class Conversation:
         assert self.history is not None  # the chat offers stored conversations only while it has a history
         conv = self.history.load(conv_id)
         self._begin(Record(conv.id))
+        self.system = conv.system if conv.system is not None else self.default_system
+        if self.session is not None:
+            self.session.system = self.system
+        family = self.history.family(conv.id)
+        self.branch = f"branch {family.index(conv.id) + 1}/{len(family)}" if len(family) > 1 else ""
         readable = [m for m in conv.messages if not m.problem]
         self.turns = [m.stats for m in readable if m.role == "assistant" and m.stats]
         if self.session is not None:
@@ -127,10 +136,42 @@ class Conversation:
         return conv
 
     def new(self) -> None:
+        self.system, self.branch = self.default_system, ""
         if self.session is not None:
             self.session.clear()
+            self.session.system = self.system
         self._begin(Record())
         self.turns = []
+
+    def set_system(self, text: str | None) -> None:
+        """This conversation's system prompt from the next turn on (None: none), stored with it."""
+        self.system = text
+        if self.session is not None:
+            self.session.system = text
+        if self.writer is not None:
+            record = self.record
+            self.writer.put(lambda history: history.set_system(record.id, text) if record.id is not None else None)
+
+    # --- branches ----------------------------------------------------------------------
+
+    def stored_messages(self) -> list[Stored]:
+        """The conversation's messages as the history holds them, once the
+        writes queued before are done (none: nothing saved yet, or no history)."""
+        if self.writer is None or not self.writer.flush(3.0) or self.record.id is None:
+            return []
+        assert self.history is not None  # a writer writes to a history
+        return self.history.load(self.record.id).messages
+
+    def fork(self, upto: int) -> int:
+        """A branch holding this conversation's first `upto` messages; its id (branches.py)."""
+        assert self.history is not None and self.record.id is not None  # stored_messages found it saved
+        return self.history.fork(self.record.id, upto)
+
+    def family(self) -> list[int]:
+        """This conversation and its branches, oldest first (none before it is saved)."""
+        if self.history is None or self.record.id is None:
+            return []
+        return self.history.family(self.record.id)
 
     def _begin(self, record: Record) -> None:
         self.record = record
@@ -177,9 +218,9 @@ class Conversation:
         local = self._local()
         ours = [r for r in self.records if r.id == conv_id]
         if local is not None:
-            local.forget(conv_id)  # what the history fill put in
+            local.memory.forget(conv_id)  # what the history fill put in
             for record in ours:
-                local.forget(record)
+                local.memory.forget(record)
         if self.record in ours:
             self._begin(Record())
 
@@ -188,8 +229,8 @@ class Conversation:
     def _save(self, msg: Stored, title: str = "") -> None:
         if self.writer is None:
             return
-        record, pair = self.record, self.session.pair if self.session else ""
-        self.writer.put(lambda history: _append(history, record, msg, title_for(title or msg.content), pair))
+        record, pair, system = self.record, self.session.pair if self.session else "", self.system
+        self.writer.put(lambda history: _append(history, record, msg, title_for(title or msg.content), pair, system))
 
     def _drop_last(self, role: str) -> None:
         if self.writer is None:
@@ -206,15 +247,16 @@ def _drop_failed(history: History, record: Record) -> None:
             record.id = None  # the next message makes the conversation's row again
 
 
-def _append(history: History, record: Record, msg: Stored, title: str, pair: str) -> str | None:
-    """Add one message to the record's conversation, making its row first;
-    a conversation deleted meanwhile goes on as a new one (and says so)."""
+def _append(history: History, record: Record, msg: Stored, title: str, pair: str, system: str | None) -> str | None:
+    """Add one message to the record's conversation, making its row first
+    (with its system prompt); a conversation deleted meanwhile goes on as a
+    new one (and says so)."""
     if record.id is None:
-        record.id = history.new_conversation(title, pair)
+        record.id = history.new_conversation(title, pair, system)
     try:
         history.add_message(record.id, msg)
     except sqlite3.IntegrityError:  # its row is gone: another process (or F3) deleted it
-        record.id = history.new_conversation(title, pair)
+        record.id = history.new_conversation(title, pair, system)
         history.add_message(record.id, msg)
         return "this conversation was deleted meanwhile; it goes on as a new one in the history"
     return None

@@ -65,6 +65,24 @@ ACTIONS = [
         "Reply as JSON matching…",
         "Constrain the replies to a JSON schema file (/schema FILE before a message does the same; off frees them)",
     ),
+    Action(
+        "branch",
+        "ctrl+b",
+        "branch",
+        "Branch",
+        "Branch from any message: send one of yours again, edited, or have a reply again; the old branch stays",
+        True,
+        True,
+    ),
+    Action("next_branch", "alt+right", "step_branch(1)", "Next branch", "Step to this conversation's next branch"),
+    Action("prev_branch", "alt+left", "step_branch(-1)", "Previous branch", "Step to its previous branch"),
+]
+
+# Palette commands without a key of their own: each has a slash command too.
+SETTINGS_COMMANDS = [
+    ("System prompt…", "system_prompt", "This conversation's system prompt, kept with it (/system TEXT does the same)"),
+    ("Temperature…", "temperature", "Sample the replies at this temperature, 0 greedy (/temp 0.7 does the same)"),
+    ("Top-p…", "top_p", "Sample from the top-p share of the probability, 1 off (/top-p 0.9 does the same)"),
 ]
 
 
@@ -75,6 +93,8 @@ class SpecchatCommands(Provider):
         run, screen = self.app.run_action, self.screen  # the chat's screen, which the palette opened over
         for a in ACTIONS:
             yield a.title, partial(run, a.action, screen), a.help
+        for title, action, help_text in SETTINGS_COMMANDS:
+            yield title, partial(run, action, screen), help_text
 
     async def discover(self) -> Hits:
         for title, run, help_text in self._commands():
@@ -101,6 +121,9 @@ def legend_keys(bindings: list[Binding], display: Callable[[Binding], str]) -> l
         ("ctrl+p", "The command palette: every action by its name"),
         ("shift+enter", "A new line in the message (ctrl+j too)"),
         ("tab", "Move between the prompt and the conversation (↑ ↓ pgup pgdn scroll it)"),
+        ("/file PATH", "Attach a file to the next message (@ in the prompt picks one)"),
+        ("/system TEXT", "This conversation's system prompt (/system alone clears it)"),
+        ("/temp X, /top-p X", "Sample at temperature X (0 greedy) or top-p X (1 off); kept for the next chats"),
     ]
 
 

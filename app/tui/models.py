@@ -22,6 +22,7 @@ from specchat.errors import SpecchatError
 if TYPE_CHECKING:
     from specchat.dialogue import SessionStatus
     from specchat.engine import Cancel, OnIdle, OnRound, Turn
+    from specchat.sampling import SamplingParams
     from specchat.schema import GrammarSpec
     from specchat.server.session import ServerSession
 
@@ -33,6 +34,7 @@ class Session(Protocol):
     thread."""
 
     pair: str  # the status bar's and the history's name for what answers
+    system: str | None  # the system prompt the next turns are built with (None: none)
     devices: dict[str, dict | None]  # where target and draft run (llamacpp.placement); None: not known
 
     @property
@@ -68,6 +70,9 @@ class Session(Protocol):
     def k(self) -> int: ...
     def set_k(self, k: int) -> None: ...
     def set_constraint(self, spec: GrammarSpec | None) -> None: ...
+    @property
+    def sampling(self) -> SamplingParams: ...
+    def set_sampling(self, temp: float, top_p: float) -> None: ...
 
     def status(self) -> SessionStatus: ...
     def close(self) -> None: ...
@@ -200,7 +205,7 @@ class Models:
             draft,
             drafter=drafter,
             k=k,
-            sampling=SamplingParams(temp=settings.temperature),
+            sampling=SamplingParams(temp=settings.temperature, top_p=settings.top_p),
             system=settings.system_prompt or None,
             threads=settings.threads or None,
             ctx=settings.ctx or None,
@@ -265,7 +270,7 @@ class ServerModels:
 
         session = ServerSession(
             self.url,
-            sampling=SamplingParams(temp=settings.temperature),
+            sampling=SamplingParams(temp=settings.temperature, top_p=settings.top_p),
             system=settings.system_prompt or None,
             baseline_url=self.baseline_url,
             with_baseline=self.baseline,

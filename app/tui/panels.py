@@ -22,13 +22,14 @@ class StatusBar(Static):
             return Content(safe_text(s.note or "no model loaded"))
         parts = [
             Content.styled(safe_text(s.pair), "bold"),
+            *([Content.styled(s.branch, "bold $secondary")] if s.branch else []),
             Content.assemble(
                 "drafter ", (s.drafter, "bold $accent"), (f" → {s.choice}" if s.choice else "", "$accent")
             ),
             Content(f"k {s.k}" if s.k else "k set by the server"),  # a server that takes no k per request
             *([Content.styled(safe_text(f"⟨{s.constraint}⟩"), "bold $spec-grammar")] if s.constraint else []),
             *([Content.styled(safe_text(f"+ {s.attached}"), "bold $accent")] if s.attached else []),
-            Content(f"temp {s.temp:g}"),
+            Content(f"temp {s.temp:g}" + (" · system prompt" if s.system else "")),
             Content(f"ctx {s.used}/{s.n_ctx}"),
         ]
         if s.live_tok_s is not None:

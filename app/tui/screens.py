@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
+from specchat.branches import tree_order
 from specchat.history import Conversation, Found, History
 from specchat.textsafe import safe_text
 
@@ -81,13 +82,14 @@ class LegendScreen(ModalScreen[None]):
 
 
 class TextPrompt(ModalScreen[str | None]):
-    """Ask for one line of text (rename)."""
+    """Ask for one line of text (rename, search, the chat's settings): None
+    on Esc, and on an empty line unless `empty_ok` (the system prompt: none)."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, title: str, value: str = "") -> None:
+    def __init__(self, title: str, value: str = "", empty_ok: bool = False) -> None:
         super().__init__()
-        self.title_text, self.value = title, value
+        self.title_text, self.value, self.empty_ok = title, value, empty_ok
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -96,7 +98,8 @@ class TextPrompt(ModalScreen[str | None]):
 
     @on(Input.Submitted)
     def done(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
+        text = event.value.strip()
+        self.dismiss(text if text or self.empty_ok else None)
 
 
 HISTORY_TITLE = "Conversations  (enter open · s search · r rename · d delete · e export)"
@@ -144,8 +147,8 @@ class HistoryScreen(ModalScreen[int | None]):
                 line = Content(safe_text(f"{f.title} · {f.role}: {f.snippet}"))
                 ol.add_option(Option(line, id=f"{f.conversation}:{i}"))
         else:
-            for c in self.history.list():
-                ol.add_option(Option(conversation_line(c), id=str(c.id)))
+            for c, depth in tree_order(self.history.list()):  # each branch under the one it came from
+                ol.add_option(Option(conversation_line(c, depth), id=str(c.id)))
         if ol.option_count:
             ol.highlighted = 0
         ol.focus()
@@ -200,10 +203,12 @@ def _conversation_id(option: Option) -> int:
     return int(option.id.partition(":")[0])
 
 
-def conversation_line(c: Conversation) -> Content:
-    """One row of the history list. The title is the user's text: data, never markup."""
+def conversation_line(c: Conversation, depth: int = 0) -> Content:
+    """One row of the history list, a branch indented under the conversation
+    it came from. The title is the user's text: data, never markup."""
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated))
-    return Content(safe_text(f"{c.title}  ·  {c.n_messages} messages · {c.pair} · {when}"))
+    branch = "  " * (depth - 1) + "└ branch: " if depth else ""
+    return Content(safe_text(f"{branch}{c.title}  ·  {c.n_messages} messages · {c.pair} · {when}"))
 
 
 class PairPicker(ModalScreen[str | None]):

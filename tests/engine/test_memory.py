@@ -106,7 +106,7 @@ def test_deleting_a_conversation_removes_its_ngrams_from_the_memory(tmp_path):
     kept = history.record("fake", "a question kept", Message("assistant", "the cat sat on the mat and then it ran"))
     gone = history.record("fake", "a question gone", Message("assistant", "a dog who was very big ran to see code"))
     s = session()
-    history.on_delete.append(s.forget)
+    history.on_delete.append(s.memory.forget)
     s.remember(history.replies())
     s.memory.absorb()
     drafter = s.drafters.get("memory")

@@ -15,6 +15,7 @@ from textual.geometry import Region
 from specchat.chat import ChatSession
 from specchat.config import Settings
 from specchat.history import History
+from specchat.sampling import SamplingParams
 from specchat.tui.app import SpecchatApp
 from specchat.tui.models import PairInfo
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, ReplyChunk
@@ -52,7 +53,6 @@ class FakeModels:
         step_seconds: float = 0.0,
         max_tokens: int = 60,
         draft=noisy_draft,
-        temp: float = 0.0,
         cpu_bound: bool = False,
     ) -> None:
         self.pulled = pulled
@@ -101,6 +101,7 @@ class FakeModels:
             k=k,
             pair=pair,
             max_tokens=self.max_tokens,
+            sampling=SamplingParams(temp=settings.temperature, top_p=settings.top_p),  # as the real Models.open
             system=settings.system_prompt or None,
         )
         self.opened.append(session)

@@ -96,18 +96,18 @@ async def test_cycle_order_and_skips_without_draft_model(tmp_path):
         for _ in range(3):
             await pilot.press("ctrl+d")
             seen.append(app.chat.drafter)
-        # No draft model: draft and hybrid are skipped.
-        runnable = [n for n in NAMES if n not in ("draft", "hybrid")]
+        # No draft model and no MTP head: draft, mtp and hybrid are skipped.
+        runnable = [n for n in NAMES if n not in ("draft", "mtp", "hybrid")]
         assert seen == (runnable[1:] + runnable)[:3]
     app = make_app(tmp_path, drafter="off")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         seen = []
-        for _ in range(len(NAMES)):
+        for _ in range(len(NAMES) - 1):
             await pilot.press("ctrl+d")
             seen.append(app.chat.drafter)
-        assert seen[:3] == ["ngram", "draft", "hybrid"]
-        assert seen == list(NAMES[1:]) + ["off"]  # auto, when the registry has it, comes last
+        assert seen[:3] == ["ngram", "draft", "hybrid"]  # no MTP head in the fake pair: mtp is skipped
+        assert seen == [n for n in NAMES[1:] if n != "mtp"] + ["off"]  # auto, when the registry has it, comes last
         # The draft model was never used, so switching to it says it loads on first use.
         messages = [n.message for n in app._notifications]
         assert "drafter: draft; the draft model loads on its first use" in messages
@@ -305,13 +305,13 @@ async def test_theme_choice_persists(tmp_path, monkeypatch):
 
 
 async def test_command_palette_lists_every_action(tmp_path):
-    from specchat.tui.keys import ACTIONS, SpecchatCommands
+    from specchat.tui.keys import ACTIONS, SETTINGS_COMMANDS, SpecchatCommands
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         commands = {t: run for t, run, _ in SpecchatCommands(app.screen)._commands()}
-        assert list(commands) == [a.title for a in ACTIONS]
+        assert list(commands) == [a.title for a in ACTIONS] + [title for title, _, _ in SETTINGS_COMMANDS]
         ids = {b.id for bindings in app.screen._bindings.key_to_bindings.values() for b in bindings}
         assert {a.id for a in ACTIONS} <= ids
         # Each command runs its action where the key would: the chat's own, and the app's (F3, F4).

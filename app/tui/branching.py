@@ -1,0 +1,157 @@
+"""Branches in the chat (the history's tree is branches.py).
+
+ctrl+b lists the conversation's messages. Picking one of yours makes a
+branch that holds what came before it and puts your message in the prompt,
+to edit and send; picking a reply makes a branch that holds what came
+before its question and asks it again. Either way the old branch stays as
+it was. alt+← and alt+→ step through the conversation's branches, and the
+status bar says which one is on screen ("branch 2/3").
+
+A reply asked again in a branch drafts from its sibling (the memory holds
+every branch's replies): when it ends, the chat says its α beside the α of
+the reply it branched from.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Protocol, cast
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from specchat.history import Message as Stored
+from specchat.textsafe import safe_text
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from specchat.tui.controller import ChatController
+
+BRANCH_TITLE = "Branch from a message  (enter: yours to edit and send again, a reply to have again · esc)"
+
+
+class BranchScreen(ModalScreen[int | None]):
+    """Pick the message to branch from; dismissed with its index."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, messages: list[Stored]) -> None:
+        super().__init__()
+        self.messages = messages
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(BRANCH_TITLE, classes="dialog-title")
+            yield OptionList(*(message_option(i, m) for i, m in enumerate(self.messages)), id="branch-list")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        options.highlighted = len(self.messages) - 1
+        options.focus()
+
+    @on(OptionList.OptionSelected)
+    def pick(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(int(event.option.id or 0))
+
+
+def message_option(i: int, m: Stored) -> Option:
+    """One message as a line of the list: its number, who, its first line (as data, never markup)."""
+    who = "you" if m.role == "user" else "reply"
+    first = (m.content.strip().splitlines() or [""])[0] if not m.problem else "(unreadable)"
+    text = safe_text(f"{i + 1:>3} {who:>5}: {first[:100]}")
+    return Option(Content(text), id=str(i), disabled=bool(m.problem))
+
+
+def alpha_of(stats: dict | None) -> float | None:
+    value = (stats or {}).get("alpha")
+    return value if isinstance(value, int | float) else None
+
+
+class ChatView(Protocol):
+    """What the branch keys use of the chat's screen (ChatScreen has it all)."""
+
+    chat: ChatController
+
+    @property
+    def app(self) -> App: ...
+    def busy(self) -> bool: ...
+    def notify(self, message: str, *, severity: str = "information", timeout: float | None = None) -> None: ...
+    def load_conversation(self, conv_id: int) -> None: ...
+    def edit_in_prompt(self, text: str, note: str) -> None: ...
+    def start(self, kind: str, text: str) -> None: ...
+
+
+class BranchKeys:
+    """ChatScreen's branch keys, mixed into it."""
+
+    def action_branch(self) -> None:
+        view = cast(ChatView, self)
+        if view.busy():
+            return
+        conv = view.chat.conversation
+        if conv.history is None:
+            view.notify("branches live in the history, which is off in this session", severity="warning")
+            return
+        try:
+            messages = conv.stored_messages()
+        except (sqlite3.Error, KeyError) as err:
+            view.notify(f"cannot read this conversation from the history ({err})", severity="warning")
+            return
+        if not messages:
+            view.notify("nothing to branch from yet: send a message first", timeout=4)
+            return
+        view.app.push_screen(BranchScreen(messages), lambda i: self._branch_from(messages, i))
+
+    def _branch_from(self, messages: list[Stored], index: int | None) -> None:
+        view = cast(ChatView, self)
+        if index is None or view.busy():
+            return
+        asked = index if messages[index].role == "user" else index - 1  # the message of yours the branch sends again
+        if asked < 0 or messages[asked].role != "user" or messages[asked].problem:
+            view.notify("that reply has no message of yours before it to ask again", severity="warning")
+            return
+        try:
+            view.load_conversation(view.chat.conversation.fork(asked))
+        except (sqlite3.Error, KeyError) as err:
+            view.notify(f"cannot make the branch in the history ({err})", severity="warning")
+            return
+        text, where = messages[asked].content, view.chat.conversation.branch
+        if asked == index:
+            view.edit_in_prompt(text, f"{where}: edit your message and send it; the old branch stays (alt+← alt+→)")
+            return
+        view.chat.branched_from = alpha_of(messages[index].stats)
+        view.notify(f"{where}: asking again; the old branch stays (alt+← alt+→)", timeout=4)
+        view.start("reply", text)
+
+    def action_step_branch(self, step: int) -> None:
+        view = cast(ChatView, self)
+        if view.busy():
+            return
+        conv = view.chat.conversation
+        try:
+            family = conv.family()
+        except sqlite3.Error as err:
+            view.notify(f"cannot read the history ({err})", severity="warning")
+            return
+        if len(family) < 2 or conv.id not in family:
+            view.notify("this conversation has no branches (ctrl+b makes one)", timeout=3)
+            return
+        view.load_conversation(family[(family.index(conv.id) + step) % len(family)])
+        view.notify(conv.branch, timeout=2)
+
+
+def branch_note(alpha: float | None, before: float | None) -> str | None:
+    """What a reply asked again in a branch says when it ends."""
+    if alpha is None or before is None:
+        return None
+    return f"this branch's reply: α {alpha:.2f} · the reply it branched from: α {before:.2f}"
+
+
+__all__ = ["BranchKeys", "BranchScreen", "branch_note", "message_option"]

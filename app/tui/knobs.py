@@ -1,0 +1,101 @@
+"""The chat's settings in the chat: the system prompt, temperature and top-p.
+
+Typed as the message (`/system TEXT`, `/temp 0.7`, `/top-p 0.9`) or picked
+from the command palette (System prompt…, Temperature…, Top-p…). They take
+effect from the next reply. The system prompt is this conversation's,
+stored with it in the history (a conversation reopened from F3 comes back
+with its own), and the next new chat's too; temperature and top-p are the
+chat's. Each is kept in settings.toml for the next start.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Protocol, cast
+
+from specchat import checks
+from specchat.errors import SpecchatError
+from specchat.tui.screens import TextPrompt
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from specchat.tui.controller import ChatController
+
+COMMANDS = ("/system", "/temp", "/top-p")
+
+
+def knob_command(text: str) -> tuple[str, str] | None:
+    """("/temp", "0.7") for a message that is one of COMMANDS; None for any other."""
+    head, _, rest = text.strip().partition(" ")
+    return (head, rest.strip()) if head in COMMANDS else None
+
+
+def number(command: str, value: str) -> float:
+    """The number a /temp or /top-p command gives, checked as --temp and --top-p are."""
+    try:
+        x = float(value)
+    except ValueError:
+        example = "/temp 0.7" if command == "/temp" else "/top-p 0.9"
+        raise SpecchatError(f"{command} needs a number, not {value!r}", hint=f"for example {example}", code=2) from None
+    if not math.isfinite(x):
+        raise SpecchatError(f"{command} needs a finite number, not {value!r}", hint="0 is greedy", code=2)
+    return checks.temperature(x, flag=command) if command == "/temp" else checks.top_p(x, flag=command)
+
+
+class KnobView(Protocol):
+    """What the settings use of the chat's screen (ChatScreen has it all)."""
+
+    chat: ChatController
+
+    @property
+    def app(self) -> App: ...
+    def notify(self, message: str, *, severity: str = "information", timeout: float | None = None) -> None: ...
+    def set_status(self, note: str | None = None) -> None: ...
+    def keep(self, changes: dict) -> None: ...
+
+
+class ChatKnobs:
+    """ChatScreen's settings commands, mixed into it."""
+
+    def run_knob(self, command: str, value: str) -> None:
+        """Apply one settings command; a bad value is one line, and nothing changes."""
+        view = cast(KnobView, self)
+        session = view.chat.session
+        try:
+            if command == "/system":
+                view.chat.conversation.set_system(value or None)
+                view.keep({"system_prompt": value})
+                said = f"system prompt: {value}" if value else "no system prompt"
+            elif session is None:
+                raise SpecchatError("no model loaded yet", hint="wait for the pair to load")
+            else:
+                sampling, x = session.sampling, number(command, value)
+                temp, top_p = (x, sampling.top_p) if command == "/temp" else (sampling.temp, x)
+                session.set_sampling(temp, top_p)
+                view.keep({"temperature": temp, "top_p": top_p})
+                said = f"temperature {temp:g}" + ("" if temp else " (greedy)") + f" · top-p {top_p:g}"
+        except SpecchatError as err:
+            view.notify(err.one_line(), severity="error", timeout=8)
+            return
+        view.notify(f"{said}, from the next reply", timeout=4)
+        view.set_status()
+
+    def action_system_prompt(self) -> None:
+        current = cast(KnobView, self).chat.conversation.system or ""
+        self._ask("System prompt for this conversation (empty: none)", current, "/system")
+
+    def action_temperature(self) -> None:
+        session = cast(KnobView, self).chat.session
+        self._ask("Temperature (0 is greedy)", f"{session.sampling.temp:g}" if session else "", "/temp")
+
+    def action_top_p(self) -> None:
+        session = cast(KnobView, self).chat.session
+        self._ask("Top-p (1 is off)", f"{session.sampling.top_p:g}" if session else "", "/top-p")
+
+    def _ask(self, title: str, value: str, command: str) -> None:
+        def done(text: str | None) -> None:
+            if text is not None:  # Esc changes nothing; an empty system prompt clears it
+                self.run_knob(command, text)
+
+        cast(KnobView, self).app.push_screen(TextPrompt(title, value, empty_ok=command == "/system"), done)
