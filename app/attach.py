@@ -11,6 +11,7 @@ not UTF-8 text (a NUL byte says binary).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,19 @@ def read_attachment(path: str) -> Attachment:
     except UnicodeDecodeError:
         raise SpecchatError(f"{path} is not UTF-8 text", hint=hint, code=2) from None
     return Attachment(path, text.replace("\r\n", "\n"))
+
+
+_BLOCK = re.compile(r"^(?P<name>[^\n`]+):\n(?P<fence>`{3,})\n(?P<text>.*?)\n(?P=fence)$", re.M | re.S)
+
+
+def attached_in(messages: list[dict]) -> list[Attachment]:
+    """The files the user's messages carry, as with_files put them there (a
+    reply may write one back: rewrite.py), most recent last."""
+    found = []
+    for m in messages:
+        if m["role"] == "user":
+            found += [Attachment(b["name"], b["text"] + "\n") for b in _BLOCK.finditer(m["content"])]
+    return found
 
 
 def with_files(message: str, files: list[Attachment]) -> str:

@@ -29,13 +29,14 @@ from specchat.textsafe import safe_text
 from specchat.tui.branching import BranchKeys, branch_note
 from specchat.tui.chatlog import ChatLog
 from specchat.tui.controller import ChatController, Notice
+from specchat.tui.files import FileKeys
 from specchat.tui.keys import ACTIONS, legend_keys
 from specchat.tui.knobs import ChatKnobs, knob_command
 from specchat.tui.models import ModelSource
 from specchat.tui.panels import StatsPanel, StatusBar
 from specchat.tui.screens import HistoryScreen, LegendScreen
 from specchat.tui.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, RoundFeed, RoundsReady
-from specchat.tui.widgets import PromptInput, StatsLine, code_blocks
+from specchat.tui.widgets import PromptInput, StatsLine
 
 
 @dataclass
@@ -57,7 +58,7 @@ class BindSchema(Message):
     then_send: str
 
 
-class ChatScreen(BranchKeys, ChatKnobs, Screen):
+class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
     BINDINGS = [
         Binding(a.keys, a.action, a.title, show=a.show, priority=a.priority, id=a.id, tooltip=a.help) for a in ACTIONS
     ]
@@ -132,6 +133,19 @@ class ChatScreen(BranchKeys, ChatKnobs, Screen):
             self.post_message(BindSchema(path, rest))
         else:
             self.send(text)
+
+    @on(PromptInput.PickFile)
+    def at_typed(self) -> None:
+        self.pick_file()
+
+    def type_in_prompt(self, text: str) -> None:
+        prompt = self.query_one(PromptInput)
+        prompt.insert(text)
+        prompt.focus()
+
+    def reply_text(self) -> str | None:
+        reply = self.query_one(ChatLog).last_reply()
+        return reply.text if reply is not None else None
 
     def attach(self, text: str) -> str | None:
         """A "/file PATH rest" message attaches PATH: the rest to send, or
@@ -307,21 +321,6 @@ class ChatScreen(BranchKeys, ChatKnobs, Screen):
         reply = self.query_one(ChatLog).last_reply()
         if reply is not None and reply.stats is not None:
             await reply.toggle_markdown()
-
-    def action_copy_reply(self) -> None:
-        reply = self.query_one(ChatLog).last_reply()
-        if reply is not None:
-            self.app.copy_to_clipboard(reply.text)
-            self.notify("reply copied", timeout=2)
-
-    def action_copy_code(self) -> None:
-        reply = self.query_one(ChatLog).last_reply()
-        blocks = code_blocks(reply.text) if reply else []
-        if not blocks:
-            self.notify("no code block in the last reply", severity="warning", timeout=3)
-            return
-        self.app.copy_to_clipboard("\n".join(blocks))
-        self.notify("code block copied" if len(blocks) == 1 else f"{len(blocks)} code blocks copied", timeout=2)
 
     def action_regenerate(self) -> None:
         if not self.chat.can_regenerate():

@@ -74,6 +74,14 @@ ACTIONS = [
         True,
         True,
     ),
+    Action(
+        "diff",
+        "f9",
+        "diff",
+        "Diff",
+        "The last reply's code against the attached file it rewrites; w there writes it back once you say y",
+        True,
+    ),
     Action("next_branch", "alt+right", "step_branch(1)", "Next branch", "Step to this conversation's next branch"),
     Action("prev_branch", "alt+left", "step_branch(-1)", "Previous branch", "Step to its previous branch"),
 ]

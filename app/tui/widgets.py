@@ -9,7 +9,6 @@ resolves at render time, so a theme switch recolours every reply.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import cast
 
@@ -40,11 +39,6 @@ def spans_content(spans: list[dict], show_rejected: bool) -> Content:
 
 def reply_text(spans: list[dict]) -> str:
     return "".join(s["text"] for s in spans if s["kind"] != "rejected")
-
-
-def code_blocks(text: str) -> list[str]:
-    """The fenced code blocks of a reply, in order, each without its fences."""
-    return re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S)
 
 
 # --- the stats line -------------------------------------------------------------
@@ -282,12 +276,20 @@ class PromptInput(TextArea):
     class Submitted(Message):
         text: str
 
+    class PickFile(Message):
+        """`@` typed where a word starts: the chat opens the file picker."""
+
     def __init__(self, **kwargs) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)
         self._typed: list[str] = []  # characters typed since the last burst went in
         self._full = False  # the last burst did not fit (its notice is showing)
 
     async def _on_key(self, event: events.Key) -> None:
+        if event.character == "@" and not self.read_only and self._at_word_start():
+            event.prevent_default()
+            event.stop()
+            self.post_message(self.PickFile())
+            return
         if event.is_printable and event.character and not self.read_only:
             event.prevent_default()
             event.stop()
@@ -312,6 +314,12 @@ class PromptInput(TextArea):
             self.insert("\n")
             return
         await super()._on_key(event)
+
+    def _at_word_start(self) -> bool:
+        """The cursor is at the start of the prompt or after a space (typed keys in first)."""
+        self.flush_typed()
+        row, col = self.cursor_location
+        return col == 0 or self.document.get_line(row)[col - 1].isspace()
 
     def flush_typed(self) -> None:
         """Insert the characters typed since the last burst, as far as the prompt has room."""
