@@ -2,6 +2,8 @@
 
     python tools/screenshot.py docs/screenshot.svg
     python tools/screenshot.py OUT.svg --pair smollm2-135m --drafter draft --k 4 --prompt "..."
+    python tools/screenshot.py OUT.svg --file app.py --prompt "Rename x to count."   # a file attached
+    python tools/screenshot.py OUT.svg --branch      # then the reply asked again in a branch (ctrl+b)
 
 It runs the real app headless on a pulled pair, sends one prompt, waits for
 the reply and saves Textual's own SVG screenshot. History and settings go to
@@ -19,7 +21,15 @@ PROMPT = ("Rename the function `compute` to `total_price` and change nothing els
           "def compute(items):\n    return sum(item.price for item in items)\n")
 
 
-async def _drive(pilot, prompt: str, out: Path, stats_panel: bool) -> None:
+async def _reply_done(pilot) -> None:
+    await pilot.pause(0.2)
+    while pilot.app.chat.generating:
+        await pilot.pause(0.1)
+
+
+async def _drive(pilot, prompt: str, out: Path, stats_panel: bool, branch: bool = False) -> None:
+    from textual.widgets import OptionList
+
     from specchat.tui.widgets import PromptInput
 
     app = pilot.app
@@ -32,9 +42,13 @@ async def _drive(pilot, prompt: str, out: Path, stats_panel: bool) -> None:
     box.cursor_blink = False
     box.text = prompt
     await pilot.press("enter")
-    await pilot.pause(0.2)
-    while app.chat.generating:
-        await pilot.pause(0.1)
+    await _reply_done(pilot)
+    if branch:  # ask the reply again in a branch of its own: it drafts from its sibling
+        await pilot.press("ctrl+b")
+        await pilot.pause(0.3)
+        app.screen.query_one(OptionList).highlighted = 1
+        await pilot.press("enter")
+        await _reply_done(pilot)
     if stats_panel:
         await pilot.press("f2")
     await pilot.pause(0.3)
@@ -52,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--theme", default="specchat-dark")
     ap.add_argument("--size", default="110x32", help="columns x rows")
     ap.add_argument("--stats-panel", action="store_true", help="open the stats panel too")
+    ap.add_argument("--file", help="attach this file to the message (/file PATH)")
+    ap.add_argument("--branch", action="store_true", help="then ask the reply again in a branch (ctrl+b)")
     args = ap.parse_args(argv)
 
     from specchat.config import load_settings
@@ -74,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
                           history=history, save_settings=False)
         cols, rows = (int(n) for n in args.size.lower().split("x"))
         args.out.parent.mkdir(parents=True, exist_ok=True)
+        prompt = f"/file {args.file} {args.prompt}" if args.file else args.prompt
         result = app.run(headless=True, size=(cols, rows),
-                         auto_pilot=lambda pilot: _drive(pilot, args.prompt, args.out, args.stats_panel))
+                         auto_pilot=lambda pilot: _drive(pilot, prompt, args.out, args.stats_panel, args.branch))
         history.close()
     if not args.out.is_file():
         print(f"no screenshot written: {result or 'the pair did not load'}", file=sys.stderr)

@@ -13,6 +13,8 @@ FOLLOW_ROWS = 3  # a view this close to the end follows a streaming reply
 
 
 class ChatLog(VerticalScroll):
+    _end = 0  # where the view followed the reply to last
+
     def on_key(self, event: events.Key) -> None:
         """A key typed while the conversation has focus (to scroll it) goes
         to the prompt, never dropped: typing always writes the message."""
@@ -33,9 +35,19 @@ class ChatLog(VerticalScroll):
         return reply
 
     def follow(self) -> None:
-        """Keep the end in view while it is in view; a user scrolled up stays put."""
-        if self.max_scroll_y - self.scroll_y < FOLLOW_ROWS:
-            self.scroll_end(animate=False)
+        """Keep the end of the reply in view once the screen has laid the new
+        text out, while the view was at the end the last time (or is now,
+        after a resize); a user who scrolled up stays put."""
+        self.call_after_refresh(self._follow)
+
+    def _follow(self) -> None:
+        reply = self.last_reply()
+        blank = reply.blank_rows if reply is not None else 0  # reserved rows under a streaming reply stay below
+        end = max(0, self.max_scroll_y - blank)
+        following = self.scroll_y >= min(self._end, end) - FOLLOW_ROWS  # at the end before, or now (a resize)
+        if following and self.scroll_y != end:
+            self.scroll_to(y=end, animate=False)
+        self._end = end
 
     def last_reply(self) -> AssistantMessage | None:
         replies = self.query(AssistantMessage)

@@ -143,20 +143,22 @@ class ReplyChunk(Static):
     most updates only repaint, and the screen relayouts once per step."""
 
     reserved = 0  # lines held while streaming
+    blank = 0  # of those, the lines under the text (the chat keeps them below the view)
 
     def show(self, content: Content, live: bool = True) -> None:
         width = self.content_size.width
         if not live or width <= 0:
             if self.reserved:
-                self.reserved, self.styles.min_height = 0, None
+                self.reserved, self.blank, self.styles.min_height = 0, 0, None
             self.update(content)
             return
         # A widget's styles are the rules get_height reads (Textual's own OptionList casts them the same way).
         height = content.get_height(cast(RulesMap, self.styles), width)
         if height <= self.reserved:
+            self.blank = self.reserved - height
             self.update(content, layout=False)
             return
-        self.reserved = height + RESERVE_LINES
+        self.reserved, self.blank = height + RESERVE_LINES, RESERVE_LINES
         self.styles.min_height = self.reserved
         self.update(content)
 
@@ -203,6 +205,12 @@ class AssistantMessage(Vertical):
     @property
     def text(self) -> str:
         return reply_text(self.spans)
+
+    @property
+    def blank_rows(self) -> int:
+        """Reserved rows under the streaming text (ChatLog.follow keeps them out of view)."""
+        chunks = self.query(ReplyChunk)
+        return chunks.last().blank if chunks and self.stats is None else 0
 
     def add_spans(self, new: list[dict]) -> None:
         """Append streamed spans. The last chunk's Content grows by appending."""
