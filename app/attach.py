@@ -85,6 +85,12 @@ def attached_in(messages: list[dict]) -> list[Attachment]:
     return found
 
 
+def words_of(message: str) -> str:
+    """The user's own words of a message, each attached file as "[+ NAME]"
+    (a title, a line in a list)."""
+    return _BLOCK.sub(lambda b: f"[+ {b['name']}]", message).replace("]\n\n", "] ").strip()
+
+
 def with_files(message: str, files: list[Attachment]) -> str:
     """The message as sent: each file's block, then the user's words."""
     return "\n\n".join([*(f.block() for f in files), message]) if files else message

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from specchat import paths
+from specchat.attach import words_of
 from specchat.branches import Tree
 from specchat.display import number
 from specchat.stored import Conversation, Message, read_conversation, read_message
@@ -299,8 +300,10 @@ class Found:
 
 
 def title_for(text: str) -> str:
-    """A conversation's title: the first line of its first message, cut at 60 characters."""
-    line = text.strip().splitlines()[0] if text.strip() else "New chat"
+    """A conversation's title: the first line of its first message (its
+    attached files as "[+ NAME]"), cut at 60 characters."""
+    text = words_of(text)
+    line = text.splitlines()[0] if text else "New chat"
     return line[:60] + ("…" if len(line) > 60 else "")
 
 

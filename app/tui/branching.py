@@ -26,6 +26,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from specchat.attach import words_of
 from specchat.history import Message as Stored
 from specchat.textsafe import safe_text
 
@@ -64,7 +65,7 @@ class BranchScreen(ModalScreen[int | None]):
 def message_option(i: int, m: Stored) -> Option:
     """One message as a line of the list: its number, who, its first line (as data, never markup)."""
     who = "you" if m.role == "user" else "reply"
-    first = (m.content.strip().splitlines() or [""])[0] if not m.problem else "(unreadable)"
+    first = (words_of(m.content).splitlines() or [""])[0] if not m.problem else "(unreadable)"
     text = safe_text(f"{i + 1:>3} {who:>5}: {first[:100]}")
     return Option(Content(text), id=str(i), disabled=bool(m.problem))
 

@@ -75,6 +75,7 @@ def rewrite_conversation(folder) -> int:
     asked = with_files("Rename items to values.", [Attachment("src/calc.py", OLD)])
     reply = f"Here it is:\n\n```python\n{NEW}```\n\nOnly the name changed."
     conv = history.record("fake-pair", asked, Message("assistant", reply))
+    assert history.load(conv).title == "[+ src/calc.py] Rename items to values."  # the words, not the file's name line
     history.close()
     return conv
 
