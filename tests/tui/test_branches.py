@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import OptionList
 
+from specchat import paths
 from specchat.config import load_settings
 from specchat.history import History
 from specchat.tui.branching import BranchScreen
@@ -81,6 +82,10 @@ async def test_a_reply_had_again_from_the_second_of_four_messages_is_a_branch_to
         lines = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
         assert [line.split("  ·  ")[0] for line in lines] == ["one", "└ branch: one"]  # under the one it came from
         options.highlighted = 1
+        await pilot.press("e")  # export writes the branch
+        exported = paths.data_dir() / "exports" / f"conversation-{branch}.md"
+        await wait_until(pilot, lambda: exported.is_file())
+        assert before[1].strip()[:40] in exported.read_text() and "two" not in exported.read_text()
         await pilot.press("enter")
         await wait_until(pilot, lambda: again.conversation.id == branch)
         assert on_screen(again) == before[:2] and "branch 2/2" in status(again)
