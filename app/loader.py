@@ -66,9 +66,9 @@ def open_session(
 
         threads = load_settings().threads or None
     label, t_path, d_path = pair_files(pair, target, draft)
-    if d_path == t_path and drafter != "draft" and _ships_mtp(t_path):
+    if d_path == t_path and drafter != "draft" and ships_mtp(t_path):
         d_path = None  # a model that ships an MTP head drafts with it, not with a second copy of itself
-    if d_path is None and drafter in ("draft", "hybrid") and not (drafter == "hybrid" and _ships_mtp(t_path)):
+    if d_path is None and drafter in ("draft", "hybrid") and not (drafter == "hybrid" and ships_mtp(t_path)):
         raise SpecchatError(
             f"pair '{label}' has no draft model, so the {drafter} drafter cannot run on it",
             hint="use --drafter auto, ngram, grammar or off, or give the pair a draft (--draft PATH)",
@@ -121,7 +121,7 @@ def open_session(
     return session
 
 
-def _ships_mtp(path: Path) -> bool:
+def ships_mtp(path: Path) -> bool:
     """The GGUF carries MTP draft layers (hybrid then drafts with them)."""
     from specchat.store.compat import read_architecture_kinds
 

@@ -62,9 +62,10 @@ def probe_suites(prompts: str | None) -> list[Suite]:
     return [Suite(s.name, s.prompts[:1], s.description) for s in suites]
 
 
-def check_plan(suites: list[Suite], has_draft: bool, max_tokens: int) -> Plan:
-    """Bench's plan for the probe: off beside draft (where there is a draft model), ngram and auto."""
-    drafters = [d for d in DRAFTERS if has_draft or d != "draft"]
+def check_plan(suites: list[Suite], has_draft: bool, max_tokens: int, has_mtp: bool = False) -> Plan:
+    """Bench's plan for the probe: off beside draft (where there is a draft
+    model), mtp (where the target ships an MTP head), ngram and auto."""
+    drafters = ["draft"] * has_draft + ["mtp"] * has_mtp + [d for d in DRAFTERS if d != "draft"]
     return Plan(suites, drafters, [], max_tokens, extras=False, curve_positions=CURVE_POSITIONS)
 
 
@@ -228,12 +229,15 @@ def check_pair(
 ) -> dict:
     """Measure one pair (by name, or by its files) and return the check's
     figures; a named pair's verdict is kept. Progress goes to stderr."""
-    from specchat.loader import pair_files
+    from specchat.loader import pair_files, ships_mtp
 
     started = time.monotonic()
     suites = probe_suites(prompts)  # a bad --prompts is one line before anything loads
     label, t_path, d_path = pair_files(pair, target, draft)
-    plan = check_plan(suites, d_path is not None, max_tokens)
+    has_mtp = ships_mtp(t_path)
+    if d_path == t_path and has_mtp:
+        d_path = None  # it drafts with its head, not with a copy of itself (as the chat does)
+    plan = check_plan(suites, d_path is not None, max_tokens, has_mtp)
     status = Console(stderr=True, highlight=False)
     with status.status(f"loading {label}"):
         session, pair_info = open_bench_session(plan, pair, target, draft, threads, n_gpu_layers, draft_n_gpu_layers)

@@ -142,7 +142,7 @@ class SpecchatApp(App):
 
     @on(Chosen)
     def chosen(self, msg: Chosen) -> None:
-        """A drafter or k picked in the chat is the next chat's too (settings.toml)."""
+        """A drafter, k, temperature, top-p or system prompt picked in the chat is the next chat's too (settings.toml)."""
         for name, value in msg.changes.items():
             setattr(self.settings, name, value)
         self._save(msg.changes)

@@ -41,7 +41,7 @@ from specchat.tui.widgets import PromptInput, StatsLine
 
 @dataclass
 class Chosen(Message):
-    """The user picked a drafter or a k: the app keeps it in the settings."""
+    """The user picked a drafter, a k, a temperature, a top-p or a system prompt: the app keeps it in the settings."""
 
     changes: dict
 

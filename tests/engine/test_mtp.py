@@ -151,3 +151,11 @@ def test_mtp_tokens_have_their_own_colour_in_every_mode_and_theme():
         )
         styles = {s["kind"]: span_style(s["kind"], s["drafter"]) for s in round_spans(r)}
         assert styles == {"accepted": "$spec-mtp", "rejected": "strike $spec-rejected", "target": ""}, mode
+
+
+def test_models_check_probes_the_head_of_a_model_that_ships_one():
+    from specchat.bench.check import check_plan, probe_suites
+
+    suites = probe_suites(None)
+    assert check_plan(suites, False, 16, has_mtp=True).drafters == ["mtp", "ngram", "auto"]
+    assert check_plan(suites, True, 16).drafters == ["draft", "ngram", "auto"]

@@ -3,45 +3,26 @@ the tests: built once, together (GGML_RPC on for both), from the llama.cpp
 source vendored in the installed llama-cpp-python, cached outside the clone,
 and started on loopback.
 
-Cache: SPECCHAT_LLAMA_SERVER_CACHE, default ~/.cache/specchat/llama-server,
-one folder per llama-cpp-python version:
-    <version>/src                        the vendored llama.cpp (from the sdist, or SPECCHAT_LLAMA_CPP_SRC)
-    <version>/build-<tag>                cmake's build tree; <tag> is a short hash of
-                                         CMAKE_FLAGS and BUILD_TARGETS
-    <version>/bin-<tag>/llama-server     the binaries the tests start
-    <version>/bin-<tag>/ggml-rpc-server
-
-A binary or a build tree made with other flags is never reused: new flags
-are a new tag, hence new folders and a new build. A cold cache builds both (about 20–30
-minutes on 2 cores); the build holds a lock, so two test runs never build at
-once. The sdist comes from PyPI with `pip download` (CI reaches PyPI), like
-the test models' mirror.
+The build and its cache (SPECCHAT_LLAMA_SERVER_CACHE, default
+~/.cache/specchat/llama-server) are tools/llamacpp_build.py's. A cold cache
+builds both (about 10–30 minutes on 2 cores). The sdist comes from PyPI with
+`pip download` (CI reaches PyPI), like the test models' mirror.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import os
-import shutil
 import socket
 import subprocess
-import sys
-import tarfile
 import time
-from importlib.metadata import version
 from pathlib import Path
 from typing import Self
 
 import httpx
 
+from tools.llamacpp_build import COMMON_FLAGS, Build
+
 CMAKE_FLAGS = [
-    "-DCMAKE_BUILD_TYPE=Release",
-    "-DGGML_NATIVE=ON",
-    "-DGGML_OPENMP=OFF",
-    "-DLLAMA_CURL=OFF",
-    "-DLLAMA_OPENSSL=OFF",
-    "-DLLAMA_BUILD_TESTS=OFF",
+    *COMMON_FLAGS,
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DLLAMA_BUILD_TOOLS=ON",
     "-DLLAMA_BUILD_SERVER=ON",
@@ -51,98 +32,22 @@ CMAKE_FLAGS = [
     "-DBUILD_SHARED_LIBS=OFF",  # one binary that needs nothing from the build tree
     "-DGGML_RPC=ON",  # llama-server --rpc, and the ggml-rpc-server worker
 ]
-BUILD_TARGETS = ["llama-server", "ggml-rpc-server"]
-FLAGS_TAG = hashlib.sha256(" ".join(CMAKE_FLAGS + BUILD_TARGETS).encode()).hexdigest()[:8]
-
-
-def cache_dir() -> Path:
-    root = Path(os.environ.get("SPECCHAT_LLAMA_SERVER_CACHE", "~/.cache/specchat/llama-server")).expanduser()
-    return root / version("llama-cpp-python")
+SERVER = Build(CMAKE_FLAGS, ["llama-server", "ggml-rpc-server"])
 
 
 def binary_dir() -> Path:
     """The folder of the binaries built with today's flags."""
-    return cache_dir() / f"bin-{FLAGS_TAG}"
+    return SERVER.binaries
 
 
 def server_binary() -> Path:
     """The cached llama-server (with RPC), built first when the cache is cold."""
-    return _built("llama-server")
+    return SERVER.binary("llama-server")
 
 
 def rpc_server_binary() -> Path:
     """The cached RPC worker, ggml-rpc-server, from the same build as server_binary()."""
-    return _built("ggml-rpc-server")
-
-
-def _built(name: str) -> Path:
-    home = cache_dir()
-    binaries = binary_dir()
-    if not binaries.exists():
-        home.mkdir(parents=True, exist_ok=True)
-        with open(home / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be building it right now
-            if not binaries.exists():
-                _build(home, binaries)
-    return binaries / name
-
-
-def _build(home: Path, binaries: Path) -> None:
-    """Both targets in one build; the folder appears whole or not at all."""
-    src = _source(home)
-    build = home / f"build-{FLAGS_TAG}"
-    log = open(home / "build.log", "a")
-    print(f"building {' and '.join(BUILD_TARGETS)} from {src} (log: {home / 'build.log'})", file=sys.stderr)
-    subprocess.run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], check=True, stdout=log, stderr=log)
-    jobs = str(os.cpu_count() or 2)
-    subprocess.run(
-        ["cmake", "--build", str(build), "--target", *BUILD_TARGETS, "-j", jobs], check=True, stdout=log, stderr=log
-    )
-    tmp = binaries.with_name(binaries.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    for name in BUILD_TARGETS:
-        shutil.copy2(build / "bin" / name, tmp / name)
-    tmp.replace(binaries)
-
-
-def _source(home: Path) -> Path:
-    """llama.cpp's source as vendored in the installed llama-cpp-python."""
-    given = os.environ.get("SPECCHAT_LLAMA_CPP_SRC")
-    if given:
-        return Path(given)
-    src = home / "src"
-    if (src / "CMakeLists.txt").exists():
-        return src
-    ver = version("llama-cpp-python")
-    sdist_dir = home / "sdist"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            f"llama-cpp-python=={ver}",
-            "--no-binary",
-            ":all:",
-            "--no-deps",
-            "-d",
-            str(sdist_dir),
-        ],
-        check=True,
-    )
-    sdist = next(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
-    prefix = f"{sdist.name[: -len('.tar.gz')]}/vendor/llama.cpp/"
-    tmp = home / "src.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    with tarfile.open(sdist) as tar:
-        # Not its `.git`: a submodule pointer to a git folder the sdist does not hold.
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.name != prefix + ".git"]
-        for m in members:
-            m.name = m.name[len(prefix) :]
-        tar.extractall(tmp, members=members, filter="data")
-    tmp.replace(src)
-    return src
+    return SERVER.binary("ggml-rpc-server")
 
 
 def free_port() -> int:
