@@ -28,6 +28,7 @@ import numpy as np
 
 from specchat.drafters import K_MAX
 from specchat.errors import SpecchatError
+from specchat.llamacpp.batch import fill
 from specchat.llamacpp.kernels import Kernels, build_id
 from specchat.llamacpp.kernels import choose as choose_kernels
 from specchat.llamacpp.mtp import HiddenStates
@@ -247,17 +248,10 @@ class Model:
         first_logit = len(tokens) - n_logits
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]
-            b = self.batch
-            b.n_tokens = len(chunk)
             pos0 = len(self.tokens)
-            for i, t in enumerate(chunk):
-                b.token[i] = t
-                b.pos[i] = pos0 + i
-                b.n_seq_id[i] = 1
-                b.seq_id[i][0] = 0
-                b.logits[i] = start + i >= first_logit
+            fill(self.batch, chunk, pos0, logits_from=first_logit - start)
             t0 = time.perf_counter()
-            rc = C.llama_decode(self.ctx, b)
+            rc = C.llama_decode(self.ctx, self.batch)
             self.llama_seconds += time.perf_counter() - t0
             if rc != 0:
                 raise SpecchatError(f"llama_decode failed ({rc})", hint="the context may be full; try --ctx")

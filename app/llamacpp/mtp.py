@@ -30,6 +30,7 @@ import numpy as np
 from llama_cpp import llama_cpp_ext as X
 
 from specchat.errors import SpecchatError
+from specchat.llamacpp.batch import fill
 
 
 class HiddenStates:
@@ -131,18 +132,10 @@ class MtpHead:
     def _decode(self, tokens: Sequence[int], states: np.ndarray) -> None:
         if len(self.tokens) + len(tokens) > self.n_ctx:
             raise SpecchatError("the conversation is longer than the context", hint="raise --ctx or start a new chat")
-        b = self.batch
-        b.n_tokens = len(tokens)
-        pos0 = len(self.tokens)
-        for i, t in enumerate(tokens):
-            b.token[i] = t
-            b.pos[i] = pos0 + i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
-            b.logits[i] = i == len(tokens) - 1
+        fill(self.batch, tokens, len(self.tokens), logits_from=len(tokens) - 1)
         self._embd[: len(tokens)] = states
         t0 = time.perf_counter()
-        rc = C.llama_decode(self.ctx, b)
+        rc = C.llama_decode(self.ctx, self.batch)
         self.llama_seconds += time.perf_counter() - t0
         if rc != 0:
             raise SpecchatError(f"the MTP head's llama_decode failed ({rc})", hint="use another drafter")
