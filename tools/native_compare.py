@@ -12,7 +12,8 @@ then, round after round, runs on each prompt:
 - specchat with drafting off, and with auto (`specchat run --json`);
 - llama.cpp's `llama-lookup` (its n-gram caches);
 - `llama-speculative-simple` with each of `--spec-type ngram-simple`,
-  `ngram-map-k`, `ngram-mod` and `draft-simple` (the pair's draft model).
+  `ngram-map-k`, `ngram-mod` (each at llama.cpp's own draft lengths) and
+  `draft-simple` (the pair's draft model, 4 tokens a draft).
 
 Every program gets the same text: the prompt rendered with the target's own
 chat template (llama.cpp's programs take it as their raw prompt), greedy, the
@@ -85,9 +86,12 @@ def rendered(target: Path, text: str) -> str:
 def native_command(name: str, target: Path, draft: Path, prompt: str, args) -> list[str]:
     from specchat.llamacpp.kernels import cpu_flags
 
-    k = 4 if name == "draft-simple" else args.native_k  # a draft model pays at 4 here, as specchat's draft k
     common = ["-m", str(target), "-p", prompt, "-n", str(args.max_tokens), "-t", str(args.threads), "-c", "4096",
-              "--temp", "0", "--seed", "1", "--draft-max", str(k)]
+              "--temp", "0", "--seed", "1"]
+    # lookup drafts native_k tokens; the draft model 4, as specchat's; the n-gram types their own defaults
+    common += {"lookup": ["--spec-draft-n-max", str(args.native_k)], "draft-simple": ["--spec-draft-n-max", "4"]}.get(
+        name, []
+    )
     common += ["--no-repack"] if "amx_int8" in cpu_flags() else []  # as specchat loads on such CPUs
     if name == "lookup":
         return [str(EXAMPLES.binary("llama-lookup")), *common]
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--native-k", type=int, default=16, help="llama.cpp's --draft-max for its n-gram drafters")
+    ap.add_argument("--native-k", type=int, default=16, help="llama-lookup's --spec-draft-n-max")
     ap.add_argument("--json", type=Path, help="write every run here")
     args = ap.parse_args(argv)
 
