@@ -35,14 +35,14 @@ import time
 from specchat import kvcache, paths
 
 # On a CPU: every size up to 8, then the usual draft lengths up to the
-# longest verify (k = 32: 33 positions). CPU kernels change at batch sizes
+# longest verify (k = 64: 65 positions). CPU kernels change at batch sizes
 # like 8 and 16, and the curve bends there (docs/bench-default-pair.txt, the
 # 2-core CPU: 7 positions cost 4.96 steps, 8 cost 6.86, 16 only 9.13), which
 # interpolating between far-apart sizes would miss; between the sizes here
 # it is smooth. A GPU's curve has cliffs anywhere (8 → 9 on CUDA), so there
 # every size is measured: calibration_sizes.
-LONGEST = 33  # positions of the longest verify: drafters.K_MAX + 1
-CALIBRATION_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 24, 32, LONGEST)
+LONGEST = 65  # positions of the longest verify: drafters.K_MAX + 1
+CALIBRATION_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 24, 32, 33, 48, 49, 64, LONGEST)
 SMOOTHING = 0.2  # weight of a new observation
 # Warm-up steps: plain steps after a batch of another shape before a step
 # costs what it does in a stream of steps: ggml-cuda runs the first without

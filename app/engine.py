@@ -216,7 +216,7 @@ class Engine:
         """Draft, verify [pending, d1..dk] in one pass, accept, commit, roll back.
         plain_run: how many plain steps came right before this round."""
         t0 = time.perf_counter()
-        draft = Draft() if arm else self.drafter.propose(context, min(self.k, room - 1))
+        draft = Draft() if arm else self.drafter.propose(context, min(self.k, self.target.max_draft, room - 1))
         draft.tokens = draft.tokens[: max(0, room - 1)]
         t1 = time.perf_counter()
         n_kv = len(context) - 1  # KV holds everything but the pending token

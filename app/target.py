@@ -46,6 +46,8 @@ class TargetModel(Protocol):
     @property
     def can_roll_back(self) -> bool: ...  # a verify's rejected tokens can be taken back (False: plain decoding only)
     @property
+    def max_draft(self) -> int: ...  # the longest draft whose rejected tokens it takes back in one step
+    @property
     def cost_key(self) -> str | None: ...  # what its cost curve depends on (costmodel.saved_curve); None: keep none
 
     def close(self) -> None: ...

@@ -15,7 +15,7 @@ NEEDS_CONSTRAINT = ("grammar",)
 READS_MEMORY = ("memory", "hybrid", "auto")
 # The most tokens a drafter may propose per round: --k, the settings, the
 # chat's k keys and bench all take k from this range.
-K_MIN, K_MAX = 1, 32
+K_MIN, K_MAX = 1, 64
 DEFAULT_K = 16  # copying drafters earn long drafts...
 MODEL_K = 4  # ...a draft model (or an MTP head) pays for every token it drafts...
 # ...and auto and the memory draft as far as the evidence goes: the memory

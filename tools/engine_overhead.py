@@ -38,6 +38,7 @@ import numpy as np
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 from specchat.costmodel import interpolate
+from specchat.drafters import K_MAX
 from specchat.drafters.registry import Drafters
 from specchat.engine import Engine
 from specchat.sampling import SamplingParams
@@ -45,7 +46,7 @@ from tools.replay import probe_costs
 
 ROOT = Path(__file__).resolve().parent.parent
 N_VOCAB = 151_936  # Qwen2.5's vocabulary: every row read is this long
-ROWS = 33  # logits rows: row j of every decode in one place, as llama.cpp's output buffer
+ROWS = K_MAX + 1  # logits rows: row j of every decode in one place, as llama.cpp's output buffer
 
 
 def script(seed: int, prompt_len: int, reply_len: int) -> tuple[list[int], list[int]]:
@@ -77,6 +78,7 @@ class StandIn:
         self.tokens_only = False
         self.known = sorted(seconds)
         self.n_ctx, self.n_vocab = n_ctx, N_VOCAB
+        self.max_draft = K_MAX  # a KV cache: it takes back a draft of any length
         self.tokens: list[int] = []
         self.llama_seconds = 0.0  # the stand-in's own time, apart from specchat's
         self.reads = 0  # logits rows specchat took the argmax of

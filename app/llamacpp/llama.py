@@ -40,10 +40,11 @@ if TYPE_CHECKING:
 _log_lines: list[str] = []  # llama.cpp's chatter, kept for --verbose and errors
 _load_log: list[str] | None = None  # every line while a model loads (it says where the layers went)
 _verbose = False
-MAX_ROWS = 64  # rows one decode may keep while the argmax runs in the graph (a verify keeps k + 1 <= 33)
+MAX_ROWS = K_MAX + 1  # rows one decode may keep while the argmax runs in the graph: a verify's
 # Snapshots of a recurrent model's state that llama.cpp keeps per sequence, so
-# a verify of up to K_MAX drafted tokens can roll its rejected tokens back.
-RS_SNAPSHOTS = K_MAX + 1
+# a verify of up to 32 drafted tokens can roll its rejected tokens back (each
+# is a copy of the whole state: a recurrent model drafts at most that far).
+RS_SNAPSHOTS = 33
 
 
 @C.llama_log_callback
@@ -148,6 +149,7 @@ class Model:
         self.n_ctx = C.llama_n_ctx(self.ctx)
         self.n_batch = C.llama_n_batch(self.ctx)
         self.rs_snapshots = C.llama_n_rs_seq(self.ctx) if self.recurrent else 0  # 0 where the arch keeps none
+        self.max_draft = max(0, self.rs_snapshots - 1) if self.recurrent else K_MAX  # the longest draft it rolls back
         self._last_fed = 0  # tokens in the last decode (a recurrent state rolls back within them)
         self._rolled_back = False  # a recurrent rollback is single-use until the next decode
         self.n_threads = threads

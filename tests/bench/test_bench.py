@@ -189,8 +189,8 @@ def test_auto_is_accepted_once_the_registry_has_it():
     [
         (("math", "off,bogus", "4"), "unknown drafter 'bogus'"),
         (("math", "ngram", "4,x"), "--k takes whole numbers"),
-        (("math", "ngram", "0"), "--k 0 is out of range: it must be between 1 and 32"),
-        (("math", "ngram:40", "4"), "--drafters ngram:K 40 is out of range"),
+        (("math", "ngram", "0"), "--k 0 is out of range: it must be between 1 and 64"),
+        (("math", "ngram:70", "4"), "--drafters ngram:K 70 is out of range"),
         (("poetry", "ngram", "4"), "unknown suite 'poetry'"),
     ],
 )

@@ -51,7 +51,7 @@ def test_k_out_of_range(tmp_path):
     path = tmp_path / "settings.toml"
     path.write_text("k = 99\n")
     loaded = read_settings(path)
-    assert loaded.settings.k is None and "between 1 and 32" in loaded.errors[0]
+    assert loaded.settings.k is None and "between 1 and 64" in loaded.errors[0]
     assert "using each drafter's own" in loaded.errors[0]
 
 

@@ -28,6 +28,7 @@ from specchat.costmodel import (
     saved_curve,
 )
 from specchat.display import local_fields
+from specchat.drafters import K_MAX
 from tests.support.fake_model import FakeModel
 from tests.support.tui import FakeModels, make_app, ready, wait_until
 
@@ -255,19 +256,19 @@ def test_closing_stops_a_measurement_between_replies():
 
 
 def test_a_curve_kept_before_auto_drafted_past_16_is_measured_again():
-    """auto may draft 32 tokens (33 positions): a curve that stops at 17 is
+    """auto may draft 64 tokens (65 positions): a curve that stops at 17 is
     measured again, so no k auto may pick is priced by extrapolation."""
     save_curve("a fake with a key", {n: 0.001 * n for n in (1, 2, 4, 8, 16, 17)})
-    session = ChatSession(keyed_model(), drafter="auto", k=32, max_tokens=20)
+    session = ChatSession(keyed_model(), drafter="auto", k=64, max_tokens=20)
     assert session.curve_due() == "missing"
     assert session.measure_ahead() == "missing"
-    assert {24, 32, 33} <= set(saved_curve("a fake with a key")) and session.curve_due() is None
+    assert {24, 32, 33, 48, 64, 65} <= set(saved_curve("a fake with a key")) and session.curve_due() is None
 
 
 def test_a_gpu_measures_every_size_and_a_cpu_the_bends():
-    assert calibration_sizes({"gpu_layers": 29, "layers": 29}) == tuple(range(1, 34))
+    assert calibration_sizes({"gpu_layers": 29, "layers": 29}) == tuple(range(1, 66))
     assert calibration_sizes({"gpu_layers": 0, "layers": 29}) == CALIBRATION_SIZES
-    assert calibration_sizes(None) == CALIBRATION_SIZES and CALIBRATION_SIZES[-1] == 33
+    assert calibration_sizes(None) == CALIBRATION_SIZES and CALIBRATION_SIZES[-1] == 65 == K_MAX + 1
 
 
 def test_a_size_the_context_cannot_hold_is_not_asked_for_again():

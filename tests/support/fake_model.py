@@ -9,9 +9,11 @@ bookkeeping is tested, not just its output.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
+
+from specchat.drafters import K_MAX
 
 EOS = 0
 WORDS = [
@@ -63,6 +65,7 @@ class FakeModel:
         self.llama_seconds: float | None = None
         self.cost_key: str | None = None  # no cost curve is saved for a fake
         self.can_roll_back = True  # its cache is a list: it rolls back anywhere
+        self.max_draft = K_MAX  # the longest draft it takes back in one step: any
 
     def argmax_only(self, on: bool) -> None:
         self.tokens_only = on
