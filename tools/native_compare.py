@@ -18,7 +18,8 @@ then, round after round, runs on each prompt:
 Every program gets the same text: the prompt rendered with the target's own
 chat template (llama.cpp's programs take it as their raw prompt), greedy, the
 same threads, the same number of new tokens. Each configuration's speed is
-what it reports for its decode (tokens after the prompt over their time),
+its decode's tokens over its decode's time, as it reports them (a llama.cpp
+program whose last verify accepts past `-n` is counted to `-n` only),
 and the table gives the median of the rounds, which interleave the
 configurations, so a slow spell of the machine touches each of them alike.
 """
@@ -117,8 +118,11 @@ def run_one(name: str, target: Path, draft: Path, text: str, prompt: str, args) 
     found = SPEED.findall(out.stdout + out.stderr)
     if out.returncode != 0 or not found:
         raise RuntimeError(f"{name} failed ({out.returncode}):\n{(out.stdout + out.stderr)[-2000:]}")
-    tokens, _, speed = found[-1]  # the last "decoded" line is the decode (the first, the prompt's encode)
-    return {"tok_s": float(speed), "tokens": int(tokens)}
+    tokens, seconds, speed = found[-1]  # the last "decoded" line is the decode (the first, the prompt's encode)
+    # A last verify may accept past -n: those tokens are not counted, so every
+    # configuration is timed over the same reply (at most max_tokens).
+    kept = min(int(tokens), args.max_tokens)
+    return {"tok_s": kept / float(seconds), "tokens": kept, "reported_tok_s": float(speed), "reported": int(tokens)}
 
 
 def table(results: dict, configs: list[str]) -> list[str]:
@@ -169,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = table(results, configs)
     print("\n".join(lines))
     if args.json:
-        meta = {"pair": args.pair, "target": str(target), "draft": str(draft), "rounds": args.rounds,
+        meta = {"pair": args.pair, "target": target.name, "draft": draft.name, "rounds": args.rounds,
                 "max_tokens": args.max_tokens, "threads": args.threads, "native_k": args.native_k,
                 "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))}
         args.json.write_text(json.dumps({"meta": meta, "results": results, "table": lines}, indent=1))
