@@ -164,8 +164,8 @@ def test_the_graph_argmax_picks_the_hosts_tokens_and_keeps_the_cache(tiny_pair, 
         assert greedy_then_batch() == on_host
         with pytest.raises(RuntimeError, match="argmax_only"):
             m.logits(0)
-        with pytest.raises(SpecchatError, match="at most 64 greedy tokens"):
-            m.eval([0] * 65, n_logits=65)
+        with pytest.raises(SpecchatError, match=f"at most {llama.MAX_ROWS} greedy tokens"):
+            m.eval([0] * (llama.MAX_ROWS + 1), n_logits=llama.MAX_ROWS + 1)
         kept = list(m.tokens)
         m.argmax_only(False)  # the sampler comes off and the graph is warmed again, after the cache
         assert m.tokens == kept and m._greedy is None
