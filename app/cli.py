@@ -28,7 +28,7 @@ from specchat.cliopts import (
     K,
     set_extra_bufts,
 )
-from specchat.drafters import READS_MEMORY, default_k
+from specchat.drafters import DEFAULT_K, LONG_K, MODEL_K, READS_MEMORY, default_k
 from specchat.errors import SpecchatError
 
 app = typer.Typer(
@@ -116,7 +116,8 @@ def run(
     k: int | None = typer.Option(
         None,
         "--k",
-        help="Most tokens a drafter may propose per round (default: 32 for auto/memory, 16 for ngram/grammar, 4 for draft/hybrid).",
+        help=f"Most tokens a drafter may propose per round (default: {LONG_K} for auto/memory, {DEFAULT_K} for ngram/grammar, "
+        f"{MODEL_K} for draft/mtp/hybrid).",
     ),
     files: list[str] | None = typer.Option(
         None,
@@ -300,7 +301,9 @@ def bench(
         "off,ngram,draft,hybrid,auto", "--drafters", help="Comma-separated drafters; NAME:K runs one at k=K only."
     ),
     ks: str = typer.Option(
-        "", "--k", help="Comma-separated k values (default: each drafter's own, 16 or 4 for a draft model)."
+        "",
+        "--k",
+        help=f"Comma-separated k values (default: each drafter's own, {DEFAULT_K} or {MODEL_K} for a draft model).",
     ),
     max_tokens: int = typer.Option(128, "--max-tokens", help="Tokens per reply."),
     repeats: int = typer.Option(1, "--repeats", help="Repeats per prompt."),

@@ -6,9 +6,9 @@ A file that cannot be used never stops the app: `load_settings()` falls back
 to the defaults and reports a clear message naming the line.
 
     pair = "qwen2.5-coder-1.5b"
-    drafter = "auto"           # off | ngram | draft | hybrid | auto
+    drafter = "auto"           # off | ngram | draft | mtp | hybrid | grammar | memory | auto
     k = 16                     # the most a drafter may propose per round (unset: each
-                               # drafter's own: 32 auto/memory, 16 ngram, 4 draft/hybrid)
+                               # drafter's own: 64 auto/memory, 16 ngram, 4 draft/mtp/hybrid)
     temperature = 0.0          # the chat's /temp; 0 = greedy
     top_p = 1.0                # the chat's /top-p; 1 = off
     theme = "specchat-dark"

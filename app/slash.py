@@ -1,16 +1,23 @@
 """The chat's slash commands, as the first word of a message: "/schema
-FILE rest" (schema.py) and "/file PATH rest" (attach.py)."""
+FILE rest" (schema.py), "/file PATH rest" (attach.py), and "/system TEXT",
+"/temp X", "/top-p X" (tui/knobs.py)."""
 
 from __future__ import annotations
 
 from specchat.errors import SpecchatError
 
 
+def command(message: str) -> tuple[str, str]:
+    """A message's first word and the rest ("/temp", "0.7")."""
+    head, _, rest = message.strip().partition(" ")
+    return head, rest.strip()
+
+
 def prefixed(message: str, prefix: str, needs: str, hint: str) -> tuple[str | None, str]:
     """Split a chat message "PREFIX ARG rest" (/schema FILE …, /file PATH …)
     into (ARG, rest); a message without the prefix gives (None, message).
     A prefix with no ARG is a SpecchatError: "PREFIX needs NEEDS"."""
-    head, _, rest = message.lstrip().partition(" ")
+    head, rest = command(message)
     if head != prefix:
         return None, message
     arg, _, rest = rest.strip().partition(" ")

@@ -153,6 +153,3 @@ def branch_note(alpha: float | None, before: float | None) -> str | None:
     if alpha is None or before is None:
         return None
     return f"this branch's reply: α {alpha:.2f} · the reply it branched from: α {before:.2f}"
-
-
-__all__ = ["BranchKeys", "BranchScreen", "branch_note", "message_option"]

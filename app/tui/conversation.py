@@ -77,7 +77,7 @@ class Conversation:
         if self.session is not None:
             session.replace_messages(self.session.messages)
         self.session = session
-        session.system = self.system
+        self._use_system(self.system)
         self.set_memory(self.memory_on)  # the chat's setting carries over to the new session
 
     @property
@@ -124,9 +124,7 @@ class Conversation:
         assert self.history is not None  # the chat offers stored conversations only while it has a history
         conv = self.history.load(conv_id)
         self._begin(Record(conv.id))
-        self.system = conv.system if conv.system is not None else self.default_system
-        if self.session is not None:
-            self.session.system = self.system
+        self._use_system(conv.system if conv.system is not None else self.default_system)
         family = self.history.family(conv.id)
         self.branch = f"branch {family.index(conv.id) + 1}/{len(family)}" if len(family) > 1 else ""
         readable = [m for m in conv.messages if not m.problem]
@@ -136,21 +134,25 @@ class Conversation:
         return conv
 
     def new(self) -> None:
-        self.system, self.branch = self.default_system, ""
+        self.branch = ""
         if self.session is not None:
             self.session.clear()
-            self.session.system = self.system
+        self._use_system(self.default_system)
         self._begin(Record())
         self.turns = []
 
     def set_system(self, text: str | None) -> None:
         """This conversation's system prompt from the next turn on (None: none), stored with it."""
-        self.system = text
-        if self.session is not None:
-            self.session.system = text
+        self._use_system(text)
         if self.writer is not None:
             record = self.record
             self.writer.put(lambda history: history.set_system(record.id, text) if record.id is not None else None)
+
+    def _use_system(self, text: str | None) -> None:
+        """The conversation's system prompt is the session's: the next turns are built with it."""
+        self.system = text
+        if self.session is not None:
+            self.session.system = text
 
     # --- branches ----------------------------------------------------------------------
 

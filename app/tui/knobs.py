@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from specchat import checks
 from specchat.errors import SpecchatError
+from specchat.slash import command
 from specchat.tui.screens import TextPrompt
 
 if TYPE_CHECKING:
@@ -27,8 +28,8 @@ COMMANDS = ("/system", "/temp", "/top-p")
 
 def knob_command(text: str) -> tuple[str, str] | None:
     """("/temp", "0.7") for a message that is one of COMMANDS; None for any other."""
-    head, _, rest = text.strip().partition(" ")
-    return (head, rest.strip()) if head in COMMANDS else None
+    head, rest = command(text)
+    return (head, rest) if head in COMMANDS else None
 
 
 def number(command: str, value: str) -> float:
