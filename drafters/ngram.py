@@ -14,6 +14,16 @@ A continuation may run into the match itself: when the output loops (a
 repeated line, a table row, one token over and over), the copy goes on
 through the tokens it has just proposed, as llama.cpp's lookup does, so a
 loop of period p still yields a draft of k tokens.
+
+It learns the edits a reply makes to the text it copies. When a match,
+followed backwards, stops at a token where the reply parts from the text it
+copies and RESYNC tokens further back the two agree again, what lies
+between is an edit: a few tokens of the text replaced by a few others (a
+renamed word, a changed type). From then on a match reads through the edit,
+and a copy writes it wherever the text it copies has the old tokens, so a
+reply that renames a word throughout a file drafts past every later
+occurrence instead of being rejected there. An edit that a reply then
+declines (the text kept the old word at that place) is dropped.
 """
 
 from __future__ import annotations
@@ -24,25 +34,33 @@ from specchat.drafters.base import Draft, Drafter
 
 MAX_EXTEND = 32  # how far back a match is measured beyond n_max
 CANDIDATES = 4  # latest sightings kept per n-gram; the longest match wins
+EDIT_SPAN = 3  # an edit replaces at most this many tokens by at most this many
+RESYNC = 3  # tokens that agree on each side of an edit before it is learned
+MAX_EDITS = 32  # edits kept per conversation; the oldest goes first
 
 
 class NgramDrafter(Drafter):
     name = "ngram"
 
-    def __init__(self, n_min: int = 2, n_max: int = 4, min_match: int = 3) -> None:
+    def __init__(self, n_min: int = 2, n_max: int = 4, min_match: int = 3, learn_edits: bool = True) -> None:
         super().__init__()
         self.n_min, self.n_max = n_min, n_max
         self.min_match = min_match  # weaker matches draft nothing
+        self.learn_edits = learn_edits
         self.tokens: list[int] = []  # what the index covers
         # n-gram -> (continuation starts of its latest sightings, oldest first; sightings)
         self.index: dict[tuple[int, ...], tuple[list[int], int]] = {}
+        self.edits: dict[tuple[int, ...], tuple[int, ...]] = {}  # tokens of the copied text -> what replaced them
+        self._looked_at = 0  # where the latest lookup's context ended: where its continuation goes
+        # The latest continuation that wrote an edit: (its position, its tokens, offset -> the edit written there)
+        self._written: tuple[int, list[int], dict[int, tuple[int, ...]]] | None = None
 
     # --- the index -------------------------------------------------------
 
     def begin(self, context: Sequence[int]) -> None:
         n = len(self.tokens)
         if len(context) < n or list(context[:n]) != self.tokens:
-            self.tokens, self.index = [], {}  # the conversation was edited
+            self.tokens, self.index, self.edits = [], {}, {}  # the conversation was edited
         self.catch_up(context)
 
     def observe(self, committed: Sequence[int]) -> None:
@@ -57,6 +75,8 @@ class NgramDrafter(Drafter):
     def _extend_with(self, new: Sequence[int]) -> None:
         toks, index = self.tokens, self.index
         for t in new:
+            if self._written is not None:
+                self._check_written(len(toks), t)
             toks.append(t)
             end = len(toks) - 1  # t continues every n-gram that ends just before it
             for n in range(self.n_min, self.n_max + 1):
@@ -90,32 +110,124 @@ class NgramDrafter(Drafter):
         return Draft(tokens=self.continuation(start, min(k, self.budget(match, seen))), source=self.name)
 
     def continuation(self, start: int, n: int) -> list[int]:
-        """n tokens copied from `start` on; past the end of the conversation the
-        copy continues through itself (a loop of period len(tokens) - start)."""
-        out = list(self.tokens[start : start + n])
-        period = len(self.tokens) - start
+        """n tokens copied from `start` on, with the learned edits written in;
+        past the end of the conversation the copy continues through itself (a
+        loop of period len(tokens) - start)."""
+        toks, out, p = self.tokens, [], start
+        written: dict[int, tuple[int, ...]] = {}  # offset in the copy -> the edit that wrote it
+        while p < len(toks) and len(out) < n:
+            removed = self._edit_at(p)
+            if removed is None:
+                out.append(toks[p])
+                p += 1
+                continue
+            inserted = self.edits[removed]
+            new = len(inserted) - _common_tail(removed, inserted)
+            written.update((len(out) + o, removed) for o in range(new))
+            out.extend(inserted)
+            p += len(removed)
+        del out[n:]
+        period = len(toks) - start
         while 0 < period and len(out) < n:
             out.append(out[-period])
+        self._written = (self._looked_at, out, written) if written else None
         return out
 
+    def _edit_at(self, p: int) -> tuple[int, ...] | None:
+        """The learned edit whose old tokens start at tokens[p], unless the
+        text there reads as the edit already (an insertion made before)."""
+        toks = self.tokens
+        for removed, inserted in self.edits.items():
+            if removed[0] != toks[p] or tuple(toks[p : p + len(removed)]) != removed:
+                continue
+            grows = len(inserted) - len(removed)
+            if 0 < grows <= p and inserted[grows:] == removed and tuple(toks[p - grows : p]) == inserted[:grows]:
+                continue
+            return removed
+        return None
+
+    def _check_written(self, pos: int, token: int) -> None:
+        """The conversation's token at `pos` is `token`. Where the latest
+        continuation that wrote an edit parts from the conversation, an edit
+        it wrote there was wrong, and is dropped."""
+        assert self._written is not None
+        at, drafted, written = self._written
+        offset = pos - at
+        if 0 <= offset < len(drafted) and token == drafted[offset]:
+            return
+        if offset in written:
+            self.edits.pop(written[offset], None)
+        self._written = None
+
     def lookup(self, context: Sequence[int]) -> tuple[int, int, int] | None:
-        """(continuation start, match length, sightings) of the longest suffix match."""
+        """(continuation start, match length, sightings) of the longest suffix
+        match. An edit where that match stops is learned."""
+        self._looked_at = len(context)
         for n in range(min(self.n_max, len(context)), self.n_min - 1, -1):
             hit = self.index.get(tuple(context[len(context) - n :]))
             if hit is None:
                 continue
             starts, seen = hit
             # The longest match; among equals the latest (max keeps the first).
-            match, start = max(((self._match_length(context, s, n), s) for s in reversed(starts)), key=lambda m: m[0])
+            (match, i, j), start = max(
+                ((self._extend(context, s, n), s) for s in reversed(starts)), key=lambda m: m[0][0]
+            )
+            if self.learn_edits and match >= RESYNC and 0 <= i < j and context[j] != self.tokens[i]:
+                self._learn_edit(context, i, j)
             return start, match, seen
         return None
 
-    def _match_length(self, context: Sequence[int], start: int, n: int) -> int:
-        """Extend a match of n tokens backwards, up to n + MAX_EXTEND."""
+    def _extend(self, context: Sequence[int], start: int, n: int) -> tuple[int, int, int]:
+        """Follow a match of n tokens backwards, through the learned edits, to
+        n_max + MAX_EXTEND tokens: (its length, where it stopped in tokens, and in context)."""
+        toks = self.tokens
         i, j = start - n - 1, len(context) - n - 1
-        while n < self.n_max + MAX_EXTEND and i >= 0 and j > i and context[j] == self.tokens[i]:
-            n, i, j = n + 1, i - 1, j - 1
-        return n
+        while n < self.n_max + MAX_EXTEND and 0 <= i < j:
+            if context[j] == toks[i]:
+                n, i, j = n + 1, i - 1, j - 1
+                continue
+            edit = self._edit_behind(context, i, j)
+            if edit is None:
+                break
+            n, i, j = n + edit[1], i - edit[0], j - edit[1]
+        return n, i, j
+
+    def _edit_behind(self, context: Sequence[int], i: int, j: int) -> tuple[int, int] | None:
+        """(old tokens, new tokens) a learned edit spans where tokens[i] and
+        context[j] disagree: the old ones end there in tokens, the new ones in
+        context (an insertion: both end at the token after, which it goes before)."""
+        toks = self.tokens
+        for removed, inserted in self.edits.items():
+            kept = _common_tail(removed, inserted)
+            a, b = len(removed) - kept, len(inserted) - kept
+            if (
+                i - a + 1 >= 0
+                and tuple(toks[i - a + 1 : i + kept + 1]) == removed
+                and tuple(context[j - b + 1 : j + kept + 1]) == inserted
+            ):
+                return a, b
+        return None
+
+    def _learn_edit(self, context: Sequence[int], i: int, j: int) -> None:
+        """tokens[i] and context[j] disagree, and the tokens after them agree:
+        where RESYNC tokens agree again at most EDIT_SPAN tokens further back
+        on each side, what lies between is an edit, learned (the smallest first)."""
+        toks = self.tokens
+        for size in range(1, 2 * EDIT_SPAN + 1):
+            for a in range(max(0, size - EDIT_SPAN), min(size, EDIT_SPAN) + 1):
+                b = size - a
+                if i - a - RESYNC + 1 < 0 or j - b <= i - a:
+                    continue
+                if tuple(toks[i - a - RESYNC + 1 : i - a + 1]) != tuple(context[j - b - RESYNC + 1 : j - b + 1]):
+                    continue
+                removed, inserted = tuple(toks[i - a + 1 : i + 1]), tuple(context[j - b + 1 : j + 1])
+                if not removed:  # an insertion: it goes before the token after it
+                    removed, inserted = (toks[i + 1],), (*inserted, toks[i + 1])
+                self.edits.pop(removed, None)
+                self.edits[removed] = inserted
+                if len(self.edits) > MAX_EDITS:
+                    del self.edits[next(iter(self.edits))]
+                return
 
     def budget(self, match: int, seen: int) -> int:
         """How many tokens the evidence is worth: none below min_match, then
@@ -123,3 +235,11 @@ class NgramDrafter(Drafter):
         if match < self.min_match:
             return 0
         return 2 * match + 2 * (seen - 1)
+
+
+def _common_tail(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """How many tokens a and b end alike."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n

@@ -39,7 +39,7 @@ def brute_lookup(tokens: list[int], n_min: int, n_max: int):
     cuts=st.lists(st.integers(1, 10), max_size=10),
 )
 def test_incremental_index_matches_brute_force(tokens, cuts):
-    d = NgramDrafter(n_min=2, n_max=4)
+    d = NgramDrafter(n_min=2, n_max=4, learn_edits=False)  # the plain index (edits: below)
     d.begin(tokens[:1])
     i = 1
     for c in cuts + [len(tokens)]:  # feed the rest in chunks, as rounds commit them
@@ -54,7 +54,7 @@ def test_incremental_index_matches_brute_force(tokens, cuts):
 @settings(max_examples=200, deadline=None)
 @given(tokens=st.lists(st.integers(0, 5), min_size=2, max_size=60), k=st.integers(1, 16))
 def test_a_proposal_copies_the_continuation_and_respects_k(tokens, k):
-    d = NgramDrafter(n_min=2, n_max=4, min_match=3)
+    d = NgramDrafter(n_min=2, n_max=4, min_match=3, learn_edits=False)
     d.begin(tokens)
     draft = d.propose(tokens, k)
     hit = brute_lookup(tokens, 2, 4)
@@ -112,3 +112,66 @@ def test_catch_up_indexes_only_what_the_index_lacks():
     assert d.continuation(3, 4) == [8, 9, 5, 6]
     d.catch_up(d.tokens)  # nothing new: the index stays as it is
     assert d.tokens == [5, 6, 7, 8, 9, 5, 6, 7] and d.index[(5, 6, 7)] == ([3], 1)
+
+
+# --- edits: a reply that changes a word of the text it copies -----------------------
+
+ITEMS, STOCK = 50, 60  # a word of the copied text, and what the reply writes instead
+FILE = [1, 2, 3, ITEMS, 4, 5, 6, 7, 8, 9, ITEMS, 10, 11, 12, 13, 14, ITEMS, 15, 16, 17, 18]
+
+
+def test_a_renamed_word_is_learned_and_written_at_its_next_occurrences():
+    context = FILE + [99] + [1, 2, 3, STOCK, 4, 5, 6]  # the reply renamed the first ITEMS
+    plain = NgramDrafter(learn_edits=False)
+    plain.begin(context)
+    assert plain.lookup(context) == (7, 3, 1)
+    assert plain.continuation(7, 8) == [7, 8, 9, ITEMS, 10, 11, 12, 13]  # rejected at ITEMS
+
+    d = NgramDrafter()
+    d.begin(context)
+    assert d.lookup(context) == (7, 3, 1)  # the match stops at the rename, and learns it
+    assert d.edits == {(ITEMS,): (STOCK,)}
+    assert d.continuation(7, 14) == [7, 8, 9, STOCK, 10, 11, 12, 13, 14, STOCK, 15, 16, 17, 18]
+    # The match now reads through the edit, back to where the reply began: a longer draft.
+    assert d.lookup(context) == (7, 7, 1)
+    assert len(d.propose(context, 64).tokens) == d.budget(7, 1) == 14
+
+
+def test_an_inserted_token_goes_before_the_token_it_preceded_and_is_not_written_twice():
+    file = [1, 2, 3, 70, 4, 5, 6, 7, 8, 3, 70, 9, 10, 11]  # "list [ Item ]" ... "[ Item"
+    context = file + [99] + [1, 2, 3, 80, 70, 4, 5, 6]  # the reply wrote "[ Stock Item ]"
+    d = NgramDrafter()
+    d.begin(context)
+    assert d.propose(context, 6).tokens == [7, 8, 3, 80, 70, 9]
+    assert d.edits == {(70,): (80, 70)}
+    # Copying the reply's own text, which holds the insertion already, adds nothing.
+    reply_start = len(file) + 1
+    assert d.continuation(reply_start, 6) == [1, 2, 3, 80, 70, 4]
+
+
+def test_an_edit_the_reply_declines_is_dropped_and_one_it_keeps_stays():
+    context = FILE + [99] + [1, 2, 3, STOCK, 4, 5, 6]
+    for written, kept in (([7, 8, 9, STOCK, 10, 11], True), ([7, 8, 9, ITEMS], False)):
+        d = NgramDrafter()
+        d.begin(context)
+        assert d.propose(context, 8).tokens[3] == STOCK
+        d.observe(written)  # what the target committed
+        assert d.edits == ({(ITEMS,): (STOCK,)} if kept else {})
+        assert d.propose(context + written, 3).tokens == ([12, 13, 14] if kept else [10, 11, 12])
+
+
+def test_text_that_parts_ways_for_good_learns_no_edit():
+    context = FILE + [99] + [31, 32, 33, 34, 4, 5, 6]  # nothing agrees before the match
+    d = NgramDrafter()
+    d.begin(context)
+    d.propose(context, 8)
+    assert d.edits == {}
+
+
+def test_an_edited_conversation_forgets_its_edits():
+    context = FILE + [99] + [1, 2, 3, STOCK, 4, 5, 6]
+    d = NgramDrafter()
+    d.begin(context)
+    d.propose(context, 4)
+    d.begin([5, 5])
+    assert d.edits == {}
