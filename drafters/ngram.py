@@ -113,7 +113,8 @@ class NgramDrafter(Drafter):
         """n tokens copied from `start` on, with the learned edits written in;
         past the end of the conversation the copy continues through itself (a
         loop of period len(tokens) - start)."""
-        toks, out, p = self.tokens, [], start
+        toks, p = self.tokens, start
+        out: list[int] = []
         written: dict[int, tuple[int, ...]] = {}  # offset in the copy -> the edit that wrote it
         while p < len(toks) and len(out) < n:
             removed = self._edit_at(p)
