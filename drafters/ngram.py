@@ -2,9 +2,9 @@
 
 An incremental index maps every n-gram (n_min..n_max) of the conversation to
 where it occurred lately and how often. A proposal looks up the context's
-suffix, longest n first, and copies the continuation of the sighting whose
-match reaches furthest back (so a reply that copies a code block follows the
-block, not the last place a common n-gram like "    return" appeared).
+suffixes and copies the continuation of the sighting whose match reaches
+furthest back (so a reply that copies a code block follows the block, not
+the last place a common n-gram like "    return" appeared).
 
 It drafts selectively: a short match is weak evidence, so it proposes
 nothing (the round becomes a plain step); a long match, or one seen many
@@ -161,22 +161,32 @@ class NgramDrafter(Drafter):
         self._written = None
 
     def lookup(self, context: Sequence[int]) -> tuple[int, int, int] | None:
-        """(continuation start, match length, sightings) of the longest suffix
-        match. An edit where that match stops is learned."""
+        """(continuation start, match length, sightings) of the longest match
+        among the latest sightings of each suffix n-gram (ties: the longer
+        n-gram, then the later sighting). An edit where such a match stops
+        is learned, and may lengthen it at once."""
         self._looked_at = len(context)
+        found = self._sightings(context)
+        if not found:
+            return None
+        (match, _, _), start, seen = best = max(found, key=lambda f: f[0][0])  # max keeps the first
+        if self.learn_edits and match >= RESYNC:
+            for (m, i, j), _, _ in found:
+                if m == match and 0 <= i < j and context[j] != self.tokens[i] and self._learn_edit(context, i, j):
+                    (match, _, _), start, seen = max(self._sightings(context), key=lambda f: f[0][0], default=best)
+                    break
+        return start, match, seen
+
+    def _sightings(self, context: Sequence[int]) -> list[tuple[tuple[int, int, int], int, int]]:
+        """((match, i, j) as _extend gives it, start, sightings) of the latest
+        sightings of each suffix n-gram, the longer n-grams' first, later sightings first."""
+        found = []
         for n in range(min(self.n_max, len(context)), self.n_min - 1, -1):
             hit = self.index.get(tuple(context[len(context) - n :]))
-            if hit is None:
-                continue
-            starts, seen = hit
-            # The longest match; among equals the latest (max keeps the first).
-            (match, i, j), start = max(
-                ((self._extend(context, s, n), s) for s in reversed(starts)), key=lambda m: m[0][0]
-            )
-            if self.learn_edits and match >= RESYNC and 0 <= i < j and context[j] != self.tokens[i]:
-                self._learn_edit(context, i, j)
-            return start, match, seen
-        return None
+            if hit is not None:
+                starts, seen = hit
+                found += [(self._extend(context, start, n), start, seen) for start in reversed(starts)]
+        return found
 
     def _extend(self, context: Sequence[int], start: int, n: int) -> tuple[int, int, int]:
         """Follow a match of n tokens backwards, through the learned edits, to
@@ -209,7 +219,7 @@ class NgramDrafter(Drafter):
                 return a, b
         return None
 
-    def _learn_edit(self, context: Sequence[int], i: int, j: int) -> None:
+    def _learn_edit(self, context: Sequence[int], i: int, j: int) -> bool:
         """tokens[i] and context[j] disagree, and the tokens after them agree:
         where RESYNC tokens agree again at most EDIT_SPAN tokens further back
         on each side, what lies between is an edit, learned (the smallest first)."""
@@ -228,7 +238,8 @@ class NgramDrafter(Drafter):
                 self.edits[removed] = inserted
                 if len(self.edits) > MAX_EDITS:
                     del self.edits[next(iter(self.edits))]
-                return
+                return True
+        return False
 
     def budget(self, match: int, seen: int) -> int:
         """How many tokens the evidence is worth: none below min_match, then

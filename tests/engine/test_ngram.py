@@ -9,28 +9,26 @@ from specchat.drafters.ngram import CANDIDATES, MAX_EXTEND, NgramDrafter
 
 
 def brute_lookup(tokens: list[int], n_min: int, n_max: int):
-    """Scan everything: of the latest CANDIDATES earlier occurrences of the
-    longest suffix n-gram, the one whose match reaches furthest back (ties:
-    the latest)."""
+    """Scan everything: of the latest CANDIDATES earlier occurrences of each
+    suffix n-gram, the one whose match reaches furthest back (ties: the
+    longer n-gram, then the latest)."""
     size = len(tokens)
+    best = None
     for n in range(min(n_max, size), n_min - 1, -1):
         suffix = tokens[size - n :]
         starts = [j for j in range(n, size) if tokens[j - n : j] == suffix]
-        if starts:
-            best = None
-            for start in reversed(starts[-CANDIDATES:]):
-                match = n
-                while (
-                    match < n_max + MAX_EXTEND
-                    and start - match - 1 >= 0
-                    and size - match - 1 > start - match - 1
-                    and tokens[size - match - 1] == tokens[start - match - 1]
-                ):
-                    match += 1
-                if best is None or match > best[1]:
-                    best = (start, match)
-            return best[0], best[1], len(starts)
-    return None
+        for start in reversed(starts[-CANDIDATES:]):
+            match = n
+            while (
+                match < n_max + MAX_EXTEND
+                and start - match - 1 >= 0
+                and size - match - 1 > start - match - 1
+                and tokens[size - match - 1] == tokens[start - match - 1]
+            ):
+                match += 1
+            if best is None or match > best[1]:
+                best = (start, match, len(starts))
+    return best
 
 
 @settings(max_examples=300, deadline=None)
@@ -129,12 +127,28 @@ def test_a_renamed_word_is_learned_and_written_at_its_next_occurrences():
 
     d = NgramDrafter()
     d.begin(context)
-    assert d.lookup(context) == (7, 3, 1)  # the match stops at the rename, and learns it
+    # The match stopped at the rename, learned it, and now reads through it,
+    # back to where the reply began: a longer match, so a longer draft.
+    assert d.lookup(context) == (7, 7, 1)
     assert d.edits == {(ITEMS,): (STOCK,)}
     assert d.continuation(7, 14) == [7, 8, 9, STOCK, 10, 11, 12, 13, 14, STOCK, 15, 16, 17, 18]
-    # The match now reads through the edit, back to where the reply began: a longer draft.
-    assert d.lookup(context) == (7, 7, 1)
     assert len(d.propose(context, 64).tokens) == d.budget(7, 1) == 14
+
+
+def test_a_match_through_an_edit_beats_a_longer_n_gram_the_reply_wrote():
+    # Two definitions share their tail; the reply renamed ITEMS in the first and
+    # is now writing the second, whose name (21) tells them apart.
+    file = [30, 31, 20, 1, ITEMS, 2, 3, 4, 5, 99, 21, 1, ITEMS, 2, 3, 4, 6, 99]
+    reply = [30, 31, 20, 1, STOCK, 2, 3, 4, 5, 99, 21, 1, STOCK, 2, 3, 4]
+    d = NgramDrafter()
+    d.begin(file + [98] + reply[:8])
+    d.propose(file + [98] + reply[:8], 1)  # the reply's first definition taught the edit
+    assert d.edits == {(ITEMS,): (STOCK,)}
+    d.observe(reply[8:])
+    # "STOCK 2 3 4" occurs only in the reply's first definition (then 5); through
+    # the edit, the file's second definition matches further back (then 6).
+    assert d.propose(file + [98] + reply, 1).tokens == [6]
+    assert NgramDrafter(learn_edits=False).propose(file + [98] + reply, 1).tokens == [5]
 
 
 def test_an_inserted_token_goes_before_the_token_it_preceded_and_is_not_written_twice():
