@@ -25,7 +25,7 @@ from specchat.costmodel import CostModel
 from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, MemoryPart, NgramPart
 from specchat.drafters.memory import MAX_MATCH
 
-EXPLORE_EVERY = 32  # one round in this many judges the options optimistically
+EXPLORE_EVERY = 32  # where no option pays, one round in this many tries the best optimistically: one token
 MAX_BUCKET = 16  # n-gram matches this long or longer share one estimate
 
 
@@ -128,21 +128,29 @@ class AutoDrafter(Drafter):
     def propose(self, context: Sequence[int], k: int) -> Draft:
         self.rounds += 1
         self.k_hint = max(1, k)
-        optimism = 0.5 if self.rounds % EXPLORE_EVERY == 0 else 0.0
-        best_rate, best = 1.0 / self.costs.step(1), None  # a plain step
-        for option in self._options(context, k, optimism):
-            rate, source, length, acc, candidate = option
-            if rate > best_rate:
-                best_rate, best = rate, option
+        best = self._best(context, k, 0.0)
+        trial = best is None and self.rounds % EXPLORE_EVERY == 0
+        if trial:
+            best = self._best(context, k, 0.5)
         if best is None or k <= 0:
             return self._decide("off", None, Draft(source="off"))
         _, source, length, acc, candidate = best
+        if trial:
+            length = 1  # one judged token updates the estimate, at the cheapest verify
         if source in ("ngram", "grammar", "memory"):
             return self._decide(f"{source} k={length}", acc, Draft(candidate[:length], source=source))
         assert self.model is not None  # _options offers a draft only from a loaded model
         draft = self.model.propose(context, length)
         self._measure_draft(self.model.seconds_per_token)
         return self._decide(f"{self.model.name} k={length}", acc, draft)
+
+    def _best(self, context: Sequence[int], k: int, optimism: float):
+        """The option that beats a plain step by most, or None."""
+        best_rate, best = 1.0 / self.costs.step(1), None  # a plain step
+        for option in self._options(context, k, optimism):
+            if option[0] > best_rate:
+                best_rate, best = option[0], option
+        return best
 
     def _options(self, context: Sequence[int], k: int, optimism: float):
         """(tokens/s, source, length, estimator, candidate tokens) for the best length of each drafter."""

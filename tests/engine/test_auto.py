@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specchat.costmodel import CostModel
-from specchat.drafters.auto import Acceptance, AutoDrafter, CopyRate
+from specchat.drafters.auto import EXPLORE_EVERY, Acceptance, AutoDrafter, CopyRate
 from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
@@ -111,6 +111,18 @@ def test_linear_verify_and_weak_evidence_mean_plain_steps(curve):
     draft = a.propose(context, 8)
     assert draft.tokens == [] and a.choice == "off"
     assert model.calls == 0  # the draft model never even ran
+
+
+def test_where_nothing_pays_one_round_in_explore_every_tries_a_single_token():
+    a, model = auto(CPU)
+    context = [1, 2, 3, 4, 5, 6, 9, 9, 2, 3, 4, 5]  # "2 3 4 5" seen once: a 4-token match, priced below a step
+    a.begin(context)
+    drafts = [a.propose(context, 8) for _ in range(EXPLORE_EVERY)]
+    assert [d.tokens for d in drafts[:-1]] == [[]] * (EXPLORE_EVERY - 1)
+    # Judged optimistically, the copy would draft 3; a trial drafts one token.
+    assert drafts[-1].tokens == [6] and a.choice == "ngram k=1" and model.calls == 0
+    a.settle(drafts[-1], 0)
+    assert a.ngram_acc[4].rate(0) < 0.75  # the prior, lowered by the rejected trial
 
 
 def test_never_drafts_on_a_linear_curve_even_when_always_right():
