@@ -52,6 +52,13 @@ WARMUP_STEPS = 2
 MAX_AGE_S = 30 * 86400  # a kept curve older than this is measured again
 DRIFT = 0.25  # live rounds this far from the measured curve: measure it again
 DRIFT_ROUNDS = 10  # ...once a size has been seen this often (SMOOTHING has then forgotten the start)
+# A batch of n positions reads the weights once, so it never costs more than
+# n plain steps (a 2-core CPU: 17 positions cost 4 to 8 steps; an H200 about
+# one). A size measured at over PLAUSIBLE times that was measured while
+# something else ran: it is measured again, RETRIES times at most, and a
+# curve that stays so is used but not kept.
+PLAUSIBLE = 1.25
+RETRIES = 2
 timer = time.perf_counter  # the clock decodes are timed by (a test gives it a jittering one)
 
 
@@ -67,6 +74,12 @@ def warmup_steps(device: dict | None) -> int:
     model runs on a GPU backend (llamacpp.placement's dict), none on the CPU,
     whose kernels keep no state between decodes."""
     return WARMUP_STEPS if device and device.get("gpu_layers") else 0
+
+
+def implausible(points: dict[int, float]) -> list[int]:
+    """Sizes that cost more than PLAUSIBLE times n plain steps: measured on a busy machine."""
+    one = points.get(1)
+    return [n for n, t in sorted(points.items()) if one and n > 1 and t > PLAUSIBLE * n * one]
 
 
 def interpolate(points: dict[int, float], n: float, known: list[int] | None = None) -> float:
@@ -173,10 +186,17 @@ class CostModel:
         self, model, sizes: tuple[int, ...] | None = None, repeats: int = 1, cancel: threading.Event | None = None
     ) -> None:
         """Decode junk batches right after the cache and roll them back.
-        Takes the fastest of `repeats` for each size; live rounds refine it.
-        A set `cancel` stops it, and what it measured is dropped: a curve
-        cut short is not one to keep."""
+        Takes the fastest of `repeats` for each size, and measures again the
+        sizes that came out implausible (with the plain step they are judged
+        by); live rounds refine it. A set `cancel` stops it, and what it
+        measured is dropped: a curve cut short is not one to keep."""
         measured = time_decodes(model, sizes or self.sizes, repeats, cancel=cancel)
+        for _ in range(RETRIES):
+            again = implausible({n: min(samples) for n, samples in measured.items()})
+            if not again or (cancel is not None and cancel.is_set()):
+                break
+            for n, samples in time_decodes(model, (1, *again), repeats, cancel=cancel).items():
+                measured.setdefault(n, []).extend(samples)
         if cancel is not None and cancel.is_set():
             return
         if sizes is None:  # a size the context cannot hold is not asked for again
@@ -278,6 +298,8 @@ class KeptCurve:
         self.keep()
 
     def keep(self) -> None:
-        """Keep the curve as it is now (live rounds refine it), with when it was measured."""
-        if self.costs.calibrated and self.key:
+        """Keep the curve as it is now (live rounds refine it), with when it
+        was measured; one measured on a busy machine (`implausible`) is not
+        kept, so the next session measures it again."""
+        if self.costs.calibrated and self.key and not implausible(self.costs.measured):
             save_curve(self.key, self.costs.seconds, self.measured)

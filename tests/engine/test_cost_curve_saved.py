@@ -14,7 +14,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from specchat import paths
+from specchat import costmodel, paths
 from specchat.chat import ChatSession
 from specchat.cli import app
 from specchat.costmodel import (
@@ -23,6 +23,7 @@ from specchat.costmodel import (
     MAX_AGE_S,
     CostModel,
     calibration_sizes,
+    implausible,
     measured_at,
     save_curve,
     saved_curve,
@@ -114,6 +115,49 @@ def test_a_session_starts_from_the_saved_curve_and_keeps_the_refined_one():
     assert saved_curve("a fake with a key") == session.costs.seconds  # what live rounds refined is kept
 
 
+class BusyClock:
+    """A machine whose clock the model's decodes move: a plain step costs 1 ms,
+    a batch of n positions 0.5 ms a position, while `busy` batches are left
+    (another job slows each of them fivefold)."""
+
+    def __init__(self, monkeypatch, busy: int) -> None:
+        self.now, self.busy = 0.0, busy
+        monkeypatch.setattr(costmodel, "timer", lambda: self.now)
+        clock = self
+
+        class Model(FakeModel):
+            def eval(self, tokens, n_logits=1):
+                super().eval(tokens, n_logits)
+                n = len(tokens)
+                cost = 0.001 if n == 1 else 0.0005 * n
+                if n > 1 and clock.busy > 0:
+                    clock.busy -= 1
+                    cost *= 5
+                clock.now += cost
+
+        self.model = Model()
+        self.model.cost_key = "a fake with a key"
+
+
+@pytest.mark.parametrize("busy_batches", [len(CALIBRATION_SIZES), 10_000])
+def test_a_curve_measured_on_a_busy_machine_is_measured_again_and_kept_only_once_it_is_plausible(
+    monkeypatch, busy_batches
+):
+    clock = BusyClock(monkeypatch, busy_batches)  # busy for the first pass only, or throughout
+    session = ChatSession(clock.model, drafter="auto", k=8, max_tokens=4)
+    assert session.measure_ahead() == "missing"
+    if busy_batches < 10_000:
+        # The sizes measured fivefold were measured again, once the job had ended.
+        assert implausible(session.costs.seconds) == []
+        assert session.costs.relative(17) == pytest.approx(17 * 0.5)
+        assert saved_curve("a fake with a key") == session.costs.seconds
+    else:
+        # Still implausible after RETRIES: used for this session, not kept for the next.
+        assert implausible(session.costs.seconds) == [n for n in CALIBRATION_SIZES if n > 1]
+        assert saved_curve("a fake with a key") is None
+        assert session.curve_due() is None  # this session does not measure it again after every reply
+
+
 def test_a_cancelled_calibration_keeps_nothing():
     cancel = threading.Event()
     model = FakeModel()
@@ -200,7 +244,8 @@ def test_live_rounds_that_drift_from_the_curve_call_for_a_new_one():
 
 
 class SlowDecodes(FakeModel):
-    """A fake whose batches take a while, and which says when one started."""
+    """A fake whose decodes take a while (a batch as long as a step: a
+    plausible curve), and which says when a batch started."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -210,7 +255,7 @@ class SlowDecodes(FakeModel):
     def eval(self, tokens, n_logits=1):
         if len(tokens) > 1:
             self.batch_started.set()
-            time.sleep(0.02)
+        time.sleep(0.02)
         super().eval(tokens, n_logits)
 
 
