@@ -42,6 +42,22 @@ def no_drafting(target: TargetModel, pair: str) -> str:
     )
 
 
+def respacer(target: TargetModel) -> Callable[[int], int | None]:
+    """The target's token -> the one token that reads as a space and it (None
+    where none does, or the token starts with white space): how the n-gram
+    drafter writes a line it has seen replies join."""
+    known: dict[int, int | None] = {}
+
+    def respace(token: int) -> int | None:
+        if token not in known:
+            text = target.piece(token).decode("utf-8", errors="replace")
+            spaced = target.tokenize(" " + text, special=False) if text and not text[0].isspace() else []
+            known[token] = spaced[0] if len(spaced) == 1 else None
+        return known[token]
+
+    return respace
+
+
 class ChatSession(Dialogue[Turn]):
     def __init__(
         self,
@@ -88,9 +104,8 @@ class ChatSession(Dialogue[Turn]):
         self.memory = Memory(lambda text: target.tokenize(text, special=False))
         self.memory_owner: object = None
         self._remembering = threading.Lock()  # held while a fill tokenizes: close waits for it
-        self.drafters = Drafters(
-            load_draft_model, sampling, self.costs, draft_cost_prior, self.constraint, self.memory, load_mtp_head
-        )
+        shared = (self.costs, draft_cost_prior, self.constraint, self.memory, load_mtp_head, respacer(target))
+        self.drafters = Drafters(load_draft_model, sampling, *shared)
         self.engine = Engine(
             target,
             self.drafters.get(drafter),

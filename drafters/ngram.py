@@ -24,11 +24,18 @@ and a copy writes it wherever the text it copies has the old tokens, so a
 reply that renames a word throughout a file drafts past every later
 occurrence instead of being rejected there. An edit that a reply then
 declines (the text kept the old word at that place) is dropped.
+
+Given the tokenizer's `respace` (a token -> the one token that reads as a
+space and it), it also learns that a reply joins the lines of the text it
+copies: once a reply has written " word" where the text broke the line
+before "word", every copy writes a line break followed by a word as the
+space and the word, whatever the word (a quote of a hard-wrapped report, a
+commit message or an e-mail reflowed as one paragraph).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from specchat.drafters.base import Draft, Drafter
 
@@ -42,11 +49,20 @@ MAX_EDITS = 32  # edits kept per conversation; the oldest goes first
 class NgramDrafter(Drafter):
     name = "ngram"
 
-    def __init__(self, n_min: int = 2, n_max: int = 4, min_match: int = 3, learn_edits: bool = True) -> None:
+    def __init__(
+        self,
+        n_min: int = 2,
+        n_max: int = 4,
+        min_match: int = 3,
+        learn_edits: bool = True,
+        respace: Callable[[int], int | None] | None = None,
+    ) -> None:
         super().__init__()
         self.n_min, self.n_max = n_min, n_max
         self.min_match = min_match  # weaker matches draft nothing
         self.learn_edits = learn_edits
+        self.respace = respace  # token -> the one token reading as a space and it, or None (from the tokenizer)
+        self.joins: int | None = None  # the line break a reply joins lines over, once one has
         self.tokens: list[int] = []  # what the index covers
         # n-gram -> (continuation starts of its latest sightings, oldest first; sightings)
         self.index: dict[tuple[int, ...], tuple[list[int], int]] = {}
@@ -60,7 +76,7 @@ class NgramDrafter(Drafter):
     def begin(self, context: Sequence[int]) -> None:
         n = len(self.tokens)
         if len(context) < n or list(context[:n]) != self.tokens:
-            self.tokens, self.index, self.edits = [], {}, {}  # the conversation was edited
+            self.tokens, self.index, self.edits, self.joins = [], {}, {}, None  # the conversation was edited
         self.catch_up(context)
 
     def observe(self, committed: Sequence[int]) -> None:
@@ -117,12 +133,12 @@ class NgramDrafter(Drafter):
         out: list[int] = []
         written: dict[int, tuple[int, ...]] = {}  # offset in the copy -> the edit that wrote it
         while p < len(toks) and len(out) < n:
-            removed = self._edit_at(p)
-            if removed is None:
+            edit = self._edit_at(p)
+            if edit is None:
                 out.append(toks[p])
                 p += 1
                 continue
-            inserted = self.edits[removed]
+            removed, inserted = edit
             new = len(inserted) - _common_tail(removed, inserted)
             written.update((len(out) + o, removed) for o in range(new))
             out.extend(inserted)
@@ -134,9 +150,10 @@ class NgramDrafter(Drafter):
         self._written = (self._looked_at, out, written) if written else None
         return out
 
-    def _edit_at(self, p: int) -> tuple[int, ...] | None:
-        """The learned edit whose old tokens start at tokens[p], unless the
-        text there reads as the edit already (an insertion made before)."""
+    def _edit_at(self, p: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """(old tokens, new ones) of the learned edit whose old tokens start
+        at tokens[p], unless the text there reads as the edit already (an
+        insertion made before); else a line joined there, where replies join them."""
         toks = self.tokens
         for removed, inserted in self.edits.items():
             if removed[0] != toks[p] or tuple(toks[p : p + len(removed)]) != removed:
@@ -144,7 +161,11 @@ class NgramDrafter(Drafter):
             grows = len(inserted) - len(removed)
             if 0 < grows <= p and inserted[grows:] == removed and tuple(toks[p - grows : p]) == inserted[:grows]:
                 continue
-            return removed
+            return removed, inserted
+        if toks[p] == self.joins and p + 1 < len(toks) and self.respace is not None:
+            joined = self.respace(toks[p + 1])
+            if joined is not None:
+                return (toks[p], toks[p + 1]), (joined,)
         return None
 
     def _check_written(self, pos: int, token: int) -> None:
@@ -157,7 +178,9 @@ class NgramDrafter(Drafter):
         if 0 <= offset < len(drafted) and token == drafted[offset]:
             return
         if offset in written:
-            self.edits.pop(written[offset], None)
+            removed = written[offset]
+            if self.edits.pop(removed, None) is None and removed[0] == self.joins:
+                self.joins = None  # the reply kept this line break
         self._written = None
 
     def lookup(self, context: Sequence[int]) -> tuple[int, int, int] | None:
@@ -217,6 +240,9 @@ class NgramDrafter(Drafter):
                 and tuple(context[j - b + 1 : j + kept + 1]) == inserted
             ):
                 return a, b
+        if self.joins is not None and i >= 1 and toks[i - 1] == self.joins and self.respace is not None:
+            if self.respace(toks[i]) == context[j]:
+                return 2, 1  # a line break and a word, joined as the spaced word
         return None
 
     def _learn_edit(self, context: Sequence[int], i: int, j: int) -> bool:
@@ -232,6 +258,10 @@ class NgramDrafter(Drafter):
                 if tuple(toks[i - a - RESYNC + 1 : i - a + 1]) != tuple(context[j - b - RESYNC + 1 : j - b + 1]):
                     continue
                 removed, inserted = tuple(toks[i - a + 1 : i + 1]), tuple(context[j - b + 1 : j + 1])
+                if len(removed) == 2 and len(inserted) == 1 and self.respace is not None:
+                    if self.respace(removed[1]) == inserted[0]:
+                        self.joins = removed[0]  # a line joined: every line break followed by a word, from now on
+                        return True
                 if not removed:  # an insertion: it goes before the token after it
                     removed, inserted = (toks[i + 1],), (*inserted, toks[i + 1])
                 self.edits.pop(removed, None)

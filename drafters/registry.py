@@ -37,6 +37,7 @@ class Drafters:
         constraint: Constraint | None = None,
         memory: Memory | None = None,
         load_mtp_head: Callable[[], MtpHeadModel] | None = None,
+        respace: Callable[[int], int | None] | None = None,
     ) -> None:
         self.load_draft_model = load_draft_model
         self.load_mtp_head = load_mtp_head  # where the target ships an MTP draft head
@@ -45,6 +46,7 @@ class Drafters:
         self.costs = costs or CostModel()  # shared with the engine, for auto
         self.draft_cost_prior = draft_cost_prior
         self.memory = memory or Memory(tokenize=lambda text: [])  # this user's earlier replies
+        self.respace = respace  # the tokenizer's token -> spaced token, for the n-gram drafter's joined lines
         self._made: dict[str, Drafter] = {}
 
     def get(self, name: str) -> Drafter:
@@ -90,7 +92,7 @@ class Drafters:
         if name == "off":
             return Drafter()
         if name == "ngram":
-            return NgramDrafter()
+            return NgramDrafter(respace=self.respace)
         if name == "grammar":
             return GrammarDrafter(self.constraint)
         if name == "memory":

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specchat.chat import ChatSession, respacer
 from specchat.drafters.ngram import CANDIDATES, MAX_EXTEND, NgramDrafter
+from specchat.llamacpp.llama import Model
 
 
 def brute_lookup(tokens: list[int], n_min: int, n_max: int):
@@ -189,3 +192,51 @@ def test_an_edited_conversation_forgets_its_edits():
     d.propose(context, 4)
     d.begin([5, 5])
     assert d.edits == {}
+
+
+# --- joined lines: a reply that reflows the hard-wrapped text it copies -------------
+
+NL = 5  # a line break
+SPACED = {10: 110, 11: 111, 12: 112}  # a word -> the one token that reads as a space and it
+
+
+def test_a_reply_that_joins_a_line_has_every_line_joined_in_its_copies():
+    file = [1, 2, 3, NL, 10, 4, 6, 7, 8, NL, 11, 9, 13, NL, 12, 14, 15, NL, 9, 16]
+    context = file + [99] + [1, 2, 3, SPACED[10], 4, 6, 7]  # the reply wrote " 10" where the text broke the line
+    d = NgramDrafter(respace=SPACED.get)
+    d.begin(context)
+    # The match reads through the joined line, back to where the reply began.
+    assert d.lookup(context) == (8, 7, 1) and d.joins == NL and d.edits == {}
+    # Every later break before a word is joined: a word with no spaced token (9) keeps its break.
+    assert d.continuation(8, 12) == [8, SPACED[11], 9, 13, SPACED[12], 14, 15, NL, 9, 16, 99, 1]
+    plain = NgramDrafter(learn_edits=False, respace=SPACED.get)
+    plain.begin(context)
+    assert plain.lookup(context) == (8, 3, 1) and plain.continuation(8, 3) == [8, NL, 11]
+
+
+def test_a_reply_that_keeps_a_line_break_turns_joining_off():
+    file = [1, 2, 3, NL, 10, 4, 6, 7, 8, NL, 11, 9, 13]
+    context = file + [99] + [1, 2, 3, SPACED[10], 4, 6, 7]
+    d = NgramDrafter(respace=SPACED.get)
+    d.begin(context)
+    assert d.propose(context, 4).tokens == [8, SPACED[11], 9, 13]
+    d.observe([8, NL])  # the reply broke the line where the text did
+    assert d.joins is None
+    assert d.propose(context + [8, NL], 2).tokens == [11, 9]
+
+
+@pytest.mark.real
+def test_the_chat_s_respacer_reads_the_target_s_tokenizer(tiny_pair):
+    model = Model(tiny_pair[0], n_ctx=256, n_threads=1, n_gpu_layers=0)
+    try:
+        respace = respacer(model)
+        (the,) = model.tokenize("the", special=False)
+        (spaced,) = model.tokenize(" the", special=False)
+        assert respace(the) == spaced != the
+        assert respace(spaced) is None  # it starts with a space already
+        (newline,) = model.tokenize("\n", special=False)
+        assert respace(newline) is None
+        session = ChatSession(model, drafter="ngram", k=4, max_tokens=4)  # the chat's n-gram drafter has it
+        assert session.drafters.get("ngram").respace(the) == spaced
+    finally:
+        model.close()
