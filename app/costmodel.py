@@ -52,12 +52,14 @@ WARMUP_STEPS = 2
 MAX_AGE_S = 30 * 86400  # a kept curve older than this is measured again
 DRIFT = 0.25  # live rounds this far from the measured curve: measure it again
 DRIFT_ROUNDS = 10  # ...once a size has been seen this often (SMOOTHING has then forgotten the start)
-# A batch of n positions reads the weights once, so it never costs more than
-# n plain steps (a 2-core CPU: 17 positions cost 4 to 8 steps; an H200 about
-# one). A size measured at over PLAUSIBLE times that was measured while
-# something else ran: it is measured again, RETRIES times at most, and a
-# curve that stays so is used but not kept.
-PLAUSIBLE = 1.25
+# A batch of n positions reads the weights once, so it costs well under 2n
+# plain steps even where the output layer, run once a position, is most of
+# a step (the 135M test model on one thread: 2 positions cost 2.5 steps; the
+# default pair on 2 cores, 2 cost 1.2 to 1.7; an H200 about one). A size
+# measured at over PLAUSIBLE times n steps was measured while something else
+# ran: it is measured again, RETRIES times at most, and a curve that stays
+# so prices this session's rounds but is not kept.
+PLAUSIBLE = 2.0
 RETRIES = 2
 timer = time.perf_counter  # the clock decodes are timed by (a test gives it a jittering one)
 
@@ -162,8 +164,15 @@ class CostModel:
         return self.calibrated and set(self.sizes) <= set(self.measured)
 
     def observe(self, n: int, seconds: float) -> None:
+        """A live decode of n positions took `seconds`. A plain step that
+        moves the 1-position cost moves every size with it: the machine got
+        faster or slower as a whole (a busy neighbour, a clock), and the
+        sizes no round visits keep their shape instead of their old seconds."""
         old = self.seconds.get(n)
         self.seconds[n] = seconds if old is None else old + SMOOTHING * (seconds - old)
+        if n == 1 and old:
+            scale = self.seconds[1] / old
+            self.seconds.update((m, t * scale) for m, t in self.seconds.items() if m != 1)
         self.seen[n] = self.seen.get(n, 0) + 1
         if old is None:
             bisect.insort(self._known, n)
@@ -232,7 +241,8 @@ CURVES = "cost-curves.json"  # in the data folder
 
 def saved_curve(key: str) -> dict[int, float] | None:
     """The curve kept for this cost key, if one was kept and reads as one:
-    positive, finite seconds for at least three sizes, one of them 1."""
+    positive, finite seconds for at least three sizes, one of them 1, and
+    no size implausible (measured again)."""
     entry = paths.read_kept(CURVES).get(key)
     points = entry.get("seconds") if isinstance(entry, dict) else None
     if not isinstance(points, dict):
@@ -244,7 +254,9 @@ def saved_curve(key: str) -> dict[int, float] | None:
         if not (math.isfinite(t) and t > 0 and 1 <= int(n) <= 4096):
             return None
         curve[int(n)] = float(t)
-    return curve if 1 in curve and len(curve) >= 3 else None
+    if 1 not in curve or len(curve) < 3 or implausible(curve):
+        return None
+    return curve
 
 
 def measured_at(key: str) -> float | None:

@@ -21,6 +21,7 @@ from specchat.costmodel import (
     CALIBRATION_SIZES,
     DRIFT_ROUNDS,
     MAX_AGE_S,
+    SMOOTHING,
     CostModel,
     calibration_sizes,
     implausible,
@@ -108,7 +109,9 @@ def keyed_model() -> FakeModel:
 
 def test_a_session_starts_from_the_saved_curve_and_keeps_the_refined_one():
     save_curve("a fake with a key", {n: 0.001 * n for n in CALIBRATION_SIZES})
-    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
+    model = keyed_model()
+    model.step_seconds = 0.001  # a decode takes as long as the curve says a step does
+    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
     assert session.costs.calibrated and session.cost_curve() == {"from": "saved", "calibration_s": 0.0}
     session.reply("hello")
     assert session.cost_curve()["calibration_s"] == 0.0  # nothing measured before the reply
@@ -156,6 +159,24 @@ def test_a_curve_measured_on_a_busy_machine_is_measured_again_and_kept_only_once
         assert implausible(session.costs.seconds) == [n for n in CALIBRATION_SIZES if n > 1]
         assert saved_curve("a fake with a key") is None
         assert session.curve_due() is None  # this session does not measure it again after every reply
+
+
+def test_a_kept_curve_that_live_rounds_made_implausible_is_measured_again():
+    # Kept from a busy machine (or an older specchat): 2 positions read as 10 steps.
+    save_curve("a fake with a key", {1: 0.0002, **{n: 0.001 * n for n in CALIBRATION_SIZES if n > 1}})
+    assert saved_curve("a fake with a key") is None
+    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=4)
+    assert session.curve_due() == "missing" and session.measure_ahead() == "missing"
+
+
+def test_a_machine_that_got_faster_keeps_the_curve_s_shape():
+    costs = CostModel.from_points({1: 0.040, 2: 0.068, 17: 0.272})  # 2 positions 1.7 steps, 17 6.8
+    for _ in range(20):  # plain steps only, at 30 ms: the machine got faster
+        costs.observe(1, 0.030)
+    assert costs.step(1) == pytest.approx(0.030, rel=0.02)
+    assert costs.relative(2) == pytest.approx(1.7) and costs.relative(17) == pytest.approx(6.8)
+    costs.observe(17, 0.030 * 5.0)  # a verify of 17 now: its own shape moves
+    assert costs.relative(17) == pytest.approx(6.8 + SMOOTHING * (5.0 - 6.8), rel=0.02)
 
 
 def test_a_cancelled_calibration_keeps_nothing():
