@@ -227,9 +227,10 @@ class NgramDrafter(Drafter):
         return n, i, j
 
     def _edit_behind(self, context: Sequence[int], i: int, j: int) -> tuple[int, int] | None:
-        """(old tokens, new tokens) a learned edit spans where tokens[i] and
-        context[j] disagree: the old ones end there in tokens, the new ones in
-        context (an insertion: both end at the token after, which it goes before)."""
+        """How many old tokens and how many new ones a learned edit (or a
+        joined line) spans where tokens[i] and context[j] disagree: the old
+        ones end there in tokens, the new ones in context (an insertion: both
+        end at the token after, which it goes before)."""
         toks = self.tokens
         for removed, inserted in self.edits.items():
             kept = _common_tail(removed, inserted)
