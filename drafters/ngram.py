@@ -23,7 +23,8 @@ renamed word, a changed type). From then on a match reads through the edit,
 and a copy writes it wherever the text it copies has the old tokens, so a
 reply that renames a word throughout a file drafts past every later
 occurrence instead of being rejected there. An edit that a reply then
-declines (the text kept the old word at that place) is dropped.
+declines (the text kept the old word at that place) is dropped, and never
+learned again in this conversation.
 
 Given the tokenizer's `respace` (a token -> the one token that reads as a
 space and it), it also learns that a reply joins the lines of the text it
@@ -67,6 +68,7 @@ class NgramDrafter(Drafter):
         # n-gram -> (continuation starts of its latest sightings, oldest first; sightings)
         self.index: dict[tuple[int, ...], tuple[list[int], int]] = {}
         self.edits: dict[tuple[int, ...], tuple[int, ...]] = {}  # tokens of the copied text -> what replaced them
+        self.declined: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()  # edits a reply declined
         self._looked_at = 0  # where the latest lookup's context ended: where its continuation goes
         # The latest continuation that wrote an edit: (its position, its tokens, offset -> the edit written there)
         self._written: tuple[int, list[int], dict[int, tuple[int, ...]]] | None = None
@@ -77,6 +79,7 @@ class NgramDrafter(Drafter):
         n = len(self.tokens)
         if len(context) < n or list(context[:n]) != self.tokens:
             self.tokens, self.index, self.edits, self.joins = [], {}, {}, None  # the conversation was edited
+            self.declined = set()
         self.catch_up(context)
 
     def observe(self, committed: Sequence[int]) -> None:
@@ -179,7 +182,10 @@ class NgramDrafter(Drafter):
             return
         if offset in written:
             removed = written[offset]
-            if self.edits.pop(removed, None) is None and removed[0] == self.joins:
+            inserted = self.edits.pop(removed, None)
+            if inserted is not None:
+                self.declined.add((removed, inserted))
+            elif removed[0] == self.joins:
                 self.joins = None  # the reply kept this line break
         self._written = None
 
@@ -265,6 +271,8 @@ class NgramDrafter(Drafter):
                         return True
                 if not removed:  # an insertion: it goes before the token after it
                     removed, inserted = (toks[i + 1],), (*inserted, toks[i + 1])
+                if (removed, inserted) in self.declined:
+                    return False
                 self.edits.pop(removed, None)
                 self.edits[removed] = inserted
                 if len(self.edits) > MAX_EDITS:

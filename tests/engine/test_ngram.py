@@ -240,3 +240,14 @@ def test_the_chat_s_respacer_reads_the_target_s_tokenizer(tiny_pair):
         assert session.drafters.get("ngram").respace(the) == spaced
     finally:
         model.close()
+
+
+def test_an_edit_a_reply_declined_is_not_learned_again():
+    context = FILE + [99] + [1, 2, 3, STOCK, 4, 5, 6]
+    d = NgramDrafter()
+    d.begin(context)
+    d.propose(context, 8)
+    d.observe([7, 8, 9, ITEMS, 10, 11])  # the reply kept ITEMS where the edit wrote STOCK
+    assert d.edits == {} and d.declined == {((ITEMS,), (STOCK,))}
+    # The match still stops at the first rename, where the edit would be learned again.
+    assert d.lookup(context + [7, 8, 9, ITEMS, 10, 11])[1] == 9 and d.edits == {}
