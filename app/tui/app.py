@@ -354,5 +354,7 @@ class SpecchatApp(App):
 
     @on(Calibrating)
     def calibrating(self, msg: Calibrating) -> None:
-        note = "" if not msg.on else CALIBRATING if self.chat.generating else CALIBRATING_AHEAD
-        self.chat_screen.set_status(note=note)
+        if msg.on:
+            self.chat_screen.set_status(note=CALIBRATING if self.chat.generating else CALIBRATING_AHEAD)
+        elif self.chat_screen.status_note() in (CALIBRATING, CALIBRATING_AHEAD):
+            self.chat_screen.set_status(note="")  # a note set since (a draft model loading) stays

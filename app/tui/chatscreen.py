@@ -96,8 +96,14 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         return notice is not None
 
     def set_status(self, note: str | None = None) -> None:
-        bar = self.query_one(StatusBar)
-        bar.status = self.chat.status(bar.status.note if note is None else note)
+        """The status bar from the chat's state, with this note (None: the one it shows).
+        Before the screen is composed, or once it is gone, there is no bar to set."""
+        for bar in self.query(StatusBar):
+            bar.status = self.chat.status(bar.status.note if note is None else note)
+
+    def status_note(self) -> str:
+        """The note the status bar shows ("" with no bar)."""
+        return next((bar.status.note for bar in self.query(StatusBar)), "")
 
     def refresh_panel(self) -> None:
         panel = self.query_one(StatsPanel)

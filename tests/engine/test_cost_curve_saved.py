@@ -222,6 +222,25 @@ async def test_the_chat_measures_the_curve_while_the_user_types(tmp_path):
         assert bar.status.note == ""
 
 
+async def test_a_measurement_that_ends_clears_only_its_own_note(tmp_path):
+    from specchat.tui.app import Calibrating
+
+    app = make_app(tmp_path, models=FakeModels())
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot)
+        await wait_until(pilot, lambda: app.chat.session.engine.calibration_seconds > 0)
+        bar = app.query_one("StatusBar")
+        await wait_until(pilot, lambda: bar.status.note == "")
+        app.chat_screen.set_status(note="loading the draft model")  # set while a measurement ran
+        app.post_message(Calibrating(False))
+        await pilot.pause()
+        assert bar.status.note == "loading the draft model"
+        app.post_message(Calibrating(True))
+        await wait_until(pilot, lambda: "while you type" in bar.status.note)
+        app.post_message(Calibrating(False))
+        await wait_until(pilot, lambda: bar.status.note == "")
+
+
 def test_the_chat_measures_a_missing_curve_before_the_first_reply_asks():
     session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
     assert session.curve_due() == "missing"
