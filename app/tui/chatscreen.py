@@ -96,8 +96,7 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         return notice is not None
 
     def set_status(self, note: str | None = None) -> None:
-        """The status bar from the chat's state, with this note (None: the one it shows).
-        Before the screen is composed, or once it is gone, there is no bar to set."""
+        """The bar from the chat's state and this note (None: its own); none before compose or after."""
         for bar in self.query(StatusBar):
             bar.status = self.chat.status(bar.status.note if note is None else note)
 
