@@ -45,8 +45,8 @@ class ChatLog(VerticalScroll):
         blank = reply.blank_rows if reply is not None else 0  # reserved rows under a streaming reply stay below
         end = max(0, self.max_scroll_y - blank)
         following = self.scroll_y >= min(self._end, end) - FOLLOW_ROWS  # at the end before, or now (a resize)
-        if following and self.scroll_y != end:
-            self.scroll_to(y=end, animate=False)
+        if following and self.scroll_y != end:  # now: a deferred scroll could land after the user's own
+            self.scroll_to(y=end, animate=False, immediate=True)
         self._end = end
 
     def last_reply(self) -> AssistantMessage | None:

@@ -50,3 +50,19 @@ async def test_a_user_scrolled_up_stays_put_while_the_reply_streams(tmp_path):
         assert chat.scroll_y == 2
         app.chat.cancel()
         await wait_until(pilot, lambda: not app.chat.generating)
+
+
+async def test_the_view_following_the_reply_never_undoes_a_scroll_the_user_makes_after(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.004, max_tokens=1500), drafter="off")
+    async with app.run_test(size=(80, 20)) as pilot:
+        await start_reply(pilot, "tell me a long story")
+        chat = app.query_one(ChatLog)
+        await wait_until(pilot, lambda: chat.max_scroll_y > 20, 30)
+        chat.scroll_to(y=chat.scroll_y - 1, animate=False, immediate=True)  # near the end: still following
+        chat._follow()  # the view follows the reply...
+        chat.scroll_to(y=2, animate=False, immediate=True)  # ...and the user's wheel scrolls up right after
+        for _ in range(5):
+            await pilot.pause(0.02)
+            assert chat.scroll_y == 2
+        app.chat.cancel()
+        await wait_until(pilot, lambda: not app.chat.generating)

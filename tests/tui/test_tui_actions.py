@@ -419,21 +419,26 @@ async def test_a_textual_light_theme_gets_light_token_colours(tmp_path):
 
 
 async def test_the_status_bar_says_when_a_switch_waits_for_the_draft_model(tmp_path):
-    import time as clock
+    import threading
 
     from tests.support.tui import noisy_draft
 
+    loaded = threading.Event()  # the draft model loads when the test says so, not after a fixed time
+
     def slow_draft():
-        clock.sleep(0.6)  # a draft model takes seconds to load
+        loaded.wait(30)
         return noisy_draft()
 
-    app = make_app(tmp_path, models=FakeModels(draft=slow_draft, step_seconds=0.01, max_tokens=200), drafter="ngram")
+    app = make_app(tmp_path, models=FakeModels(draft=slow_draft, step_seconds=0.01, max_tokens=2000), drafter="ngram")
     async with app.run_test(size=(140, 40)) as pilot:
-        await ready(pilot)
-        await start_reply(pilot)
-        bar = app.screen.query_one(StatusBar)
-        await pilot.press("ctrl+d")  # ngram -> draft, mid-reply
-        await wait_until(pilot, lambda: "loading the draft model" in str(bar.render()))
+        try:
+            await start_reply(pilot)
+            await wait_until(pilot, lambda: app.chat.generating)
+            bar = app.screen.query_one(StatusBar)
+            await pilot.press("ctrl+d")  # ngram -> draft, mid-reply
+            await wait_until(pilot, lambda: "loading the draft model" in str(bar.render()))
+        finally:
+            loaded.set()
         await wait_until(pilot, lambda: app.chat.session.draft_model_loaded)
         await wait_until(pilot, lambda: "loading the draft model" not in str(bar.render()))
         await pilot.press("escape")
