@@ -42,20 +42,32 @@ def no_drafting(target: TargetModel, pair: str) -> str:
     )
 
 
-def respacer(target: TargetModel) -> Callable[[int], int | None]:
-    """The target's token -> the one token that reads as a space and it (None
-    where none does, or the token starts with white space): how the n-gram
-    drafter writes a line it has seen replies join."""
-    known: dict[int, int | None] = {}
+class TargetSpelling:
+    """What the drafters read of the target's tokenizer (drafters.textcopy.Spelling),
+    remembered per token: a token's text, and the spaced token the n-gram
+    drafter writes where it has seen replies join lines."""
 
-    def respace(token: int) -> int | None:
-        if token not in known:
-            text = target.piece(token).decode("utf-8", errors="replace")
-            spaced = target.tokenize(" " + text, special=False) if text and not text[0].isspace() else []
-            known[token] = spaced[0] if len(spaced) == 1 else None
-        return known[token]
+    def __init__(self, target: TargetModel) -> None:
+        self.target = target
+        self._pieces: dict[int, str] = {}
+        self._spaced: dict[int, int | None] = {}
 
-    return respace
+    def piece(self, token: int) -> str:
+        if token not in self._pieces:
+            self._pieces[token] = self.target.piece(token).decode("utf-8", errors="replace")
+        return self._pieces[token]
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.target.tokenize(text, special=False)
+
+    def respace(self, token: int) -> int | None:
+        """The one token that reads as a space and this token's text (None
+        where none does, or the token starts with white space)."""
+        if token not in self._spaced:
+            text = self.piece(token)
+            spaced = self.tokenize(" " + text) if text and not text[0].isspace() else []
+            self._spaced[token] = spaced[0] if len(spaced) == 1 else None
+        return self._spaced[token]
 
 
 class ChatSession(Dialogue[Turn]):
@@ -104,7 +116,7 @@ class ChatSession(Dialogue[Turn]):
         self.memory = Memory(lambda text: target.tokenize(text, special=False))
         self.memory_owner: object = None
         self._remembering = threading.Lock()  # held while a fill tokenizes: close waits for it
-        shared = (self.costs, draft_cost_prior, self.constraint, self.memory, load_mtp_head, respacer(target))
+        shared = (self.costs, draft_cost_prior, self.constraint, self.memory, load_mtp_head, TargetSpelling(target))
         self.drafters = Drafters(load_draft_model, sampling, *shared)
         self.engine = Engine(
             target,

@@ -27,6 +27,7 @@ from specchat.drafters.memory import MAX_MATCH
 
 EXPLORE_EVERY = 32  # where no option pays, one round in this many tries the best optimistically: one token
 MAX_BUCKET = 16  # n-gram matches this long or longer share one estimate
+WEAK_MATCH = 3  # a token match shorter than this: the n-gram drafter's text copy is an option too
 
 
 class Acceptance:
@@ -95,6 +96,7 @@ class AutoDrafter(Drafter):
         # of the same text: a high prior, per position like the draft model's.
         self.grammar_acc = Acceptance(prior=0.9)
         self.ngram_acc = copy_rates()
+        self.text_acc = copy_rates()  # the n-gram drafter's text copies (textcopy), on their own
         self.memory_acc = copy_rates(MAX_MATCH)  # a question asked again matches all its prompt's tail
         self.model_acc = Acceptance(prior=0.6)
         self.draft_cost_prior = draft_cost_prior
@@ -169,6 +171,13 @@ class AutoDrafter(Drafter):
             start, match, _ = hit
             candidate = self.ngram.continuation(start, k)
             acc = self.ngram_acc[min(match, MAX_BUCKET)]
+            length, rate = self._best_length(acc, len(candidate), 0.0, optimism, warmup)
+            if length:
+                yield rate, "ngram", length, acc, candidate
+        copied = self.ngram.text_copy(context, k) if hit is None or hit[1] < WEAK_MATCH else None
+        if copied is not None:  # where the reply spells the text with other tokens
+            match, candidate = copied
+            acc = self.text_acc[min(match, MAX_BUCKET)]
             length, rate = self._best_length(acc, len(candidate), 0.0, optimism, warmup)
             if length:
                 yield rate, "ngram", length, acc, candidate

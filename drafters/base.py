@@ -85,6 +85,7 @@ class NgramPart(Protocol):
     def lookup(self, context: Sequence[int]) -> tuple[int, int, int] | None: ...  # (start, match, sightings)
     def continuation(self, start: int, n: int) -> list[int]: ...
     def draft_from(self, found: tuple[int, int, int] | None, k: int) -> Draft: ...  # what a lookup earns
+    def text_copy(self, context: Sequence[int], k: int) -> tuple[int, list[int]] | None: ...  # (match, tokens)
 
 
 @runtime_checkable

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specchat.drafters.base import Draft, Drafter
+from specchat.drafters.textcopy import Spelling, TextCopy
 
 MAX_EXTEND = 32  # how far back a match is measured beyond n_max
 CANDIDATES = 4  # latest sightings kept per n-gram; the longest match wins
@@ -57,12 +58,15 @@ class NgramDrafter(Drafter):
         min_match: int = 3,
         learn_edits: bool = True,
         respace: Callable[[int], int | None] | None = None,
+        spelling: Spelling | None = None,
     ) -> None:
         super().__init__()
         self.n_min, self.n_max = n_min, n_max
         self.min_match = min_match  # weaker matches draft nothing
         self.learn_edits = learn_edits
-        self.respace = respace  # token -> the one token reading as a space and it, or None (from the tokenizer)
+        # token -> the one token reading as a space and it, or None (from the tokenizer)
+        self.respace = respace or (spelling.respace if spelling is not None else None)
+        self.text = TextCopy(spelling) if spelling is not None else None  # where tokens part and words go on
         self.joins: int | None = None  # the line break a reply joins lines over, once one has
         self.tokens: list[int] = []  # what the index covers
         # n-gram -> (continuation starts of its latest sightings, oldest first; sightings)
@@ -80,6 +84,8 @@ class NgramDrafter(Drafter):
         if len(context) < n or list(context[:n]) != self.tokens:
             self.tokens, self.index, self.edits, self.joins = [], {}, {}, None  # the conversation was edited
             self.declined = set()
+            if self.text is not None:
+                self.text.reset()
         self.catch_up(context)
 
     def observe(self, committed: Sequence[int]) -> None:
@@ -111,6 +117,8 @@ class NgramDrafter(Drafter):
                 if len(starts) > CANDIDATES:
                     del starts[0]
                 index[key] = (starts, count + 1)
+        if self.text is not None:
+            self.text.extend(new)
 
     # --- proposing -------------------------------------------------------
 
@@ -119,7 +127,25 @@ class NgramDrafter(Drafter):
         drafter (hybrid) proposed after the committed context, not committed
         yet (the index never holds them)."""
         self.catch_up(context)
-        return self.draft_from(self.lookup([*context, *pending] if pending else context), k)
+        draft = self.draft_from(self.lookup([*context, *pending] if pending else context), k)
+        if not draft.tokens and not pending:
+            copied = self.text_copy(context, k)
+            if copied is not None:
+                match, tokens = copied
+                draft.tokens = tokens[: self.budget(match, 1)]
+        return draft
+
+    def text_copy(self, context: Sequence[int], k: int) -> tuple[int, list[int]] | None:
+        """(match length, up to k tokens) copied from the conversation's text
+        where its tokens part (textcopy); None without a tokenizer or a match."""
+        if self.text is None:
+            return None
+        self.catch_up(context)
+        copied = self.text.copy(k)
+        if self.text.joining and self.joins is None:  # the copies of tokens join lines too
+            newline = self.text.spelling.tokenize("\n")
+            self.joins = newline[0] if len(newline) == 1 else None
+        return copied
 
     def draft_from(self, found: tuple[int, int, int] | None, k: int) -> Draft:
         """The draft a lookup's result earns: up to k tokens, as its evidence allows."""
@@ -187,6 +213,8 @@ class NgramDrafter(Drafter):
                 self.declined.add((removed, inserted))
             elif removed[0] == self.joins:
                 self.joins = None  # the reply kept this line break
+                if self.text is not None:
+                    self.text.joining = False
         self._written = None
 
     def lookup(self, context: Sequence[int]) -> tuple[int, int, int] | None:
@@ -268,6 +296,8 @@ class NgramDrafter(Drafter):
                 if len(removed) == 2 and len(inserted) == 1 and self.respace is not None:
                     if self.respace(removed[1]) == inserted[0]:
                         self.joins = removed[0]  # a line joined: every line break followed by a word, from now on
+                        if self.text is not None:
+                            self.text.joining = True
                         return True
                 if not removed:  # an insertion: it goes before the token after it
                     removed, inserted = (toks[i + 1],), (*inserted, toks[i + 1])

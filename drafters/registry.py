@@ -15,6 +15,7 @@ from specchat.drafters.hybrid import HybridDrafter
 from specchat.drafters.memory import Memory, MemoryDrafter
 from specchat.drafters.mtp import MtpDrafter
 from specchat.drafters.ngram import NgramDrafter
+from specchat.drafters.textcopy import Spelling
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.sampling import SamplingParams
@@ -37,7 +38,7 @@ class Drafters:
         constraint: Constraint | None = None,
         memory: Memory | None = None,
         load_mtp_head: Callable[[], MtpHeadModel] | None = None,
-        respace: Callable[[int], int | None] | None = None,
+        spelling: Spelling | None = None,
     ) -> None:
         self.load_draft_model = load_draft_model
         self.load_mtp_head = load_mtp_head  # where the target ships an MTP draft head
@@ -46,7 +47,7 @@ class Drafters:
         self.costs = costs or CostModel()  # shared with the engine, for auto
         self.draft_cost_prior = draft_cost_prior
         self.memory = memory or Memory(tokenize=lambda text: [])  # this user's earlier replies
-        self.respace = respace  # the tokenizer's token -> spaced token, for the n-gram drafter's joined lines
+        self.spelling = spelling  # the target's tokenizer, for the n-gram drafter's joined lines and text copies
         self._made: dict[str, Drafter] = {}
 
     def get(self, name: str) -> Drafter:
@@ -92,7 +93,7 @@ class Drafters:
         if name == "off":
             return Drafter()
         if name == "ngram":
-            return NgramDrafter(respace=self.respace)
+            return NgramDrafter(spelling=self.spelling)
         if name == "grammar":
             return GrammarDrafter(self.constraint)
         if name == "memory":

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specchat.chat import ChatSession, respacer
+from specchat.chat import ChatSession, TargetSpelling
 from specchat.drafters.ngram import CANDIDATES, MAX_EXTEND, NgramDrafter
 from specchat.llamacpp.llama import Model
 
@@ -226,10 +226,10 @@ def test_a_reply_that_keeps_a_line_break_turns_joining_off():
 
 
 @pytest.mark.real
-def test_the_chat_s_respacer_reads_the_target_s_tokenizer(tiny_pair):
+def test_the_chat_s_spelling_reads_the_target_s_tokenizer(tiny_pair):
     model = Model(tiny_pair[0], n_ctx=256, n_threads=1, n_gpu_layers=0)
     try:
-        respace = respacer(model)
+        respace = TargetSpelling(model).respace
         (the,) = model.tokenize("the", special=False)
         (spaced,) = model.tokenize(" the", special=False)
         assert respace(the) == spaced != the

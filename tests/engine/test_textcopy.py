@@ -1,0 +1,98 @@
+"""The n-gram drafter's text copies, on the real 135M tokenizer: a reply that
+spells the text it quotes with other tokens (a joined line, a break glued to
+a word) is drafted from the text, and auto prices those copies on their own."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.chat import TargetSpelling
+from specchat.costmodel import CostModel
+from specchat.drafters.auto import AutoDrafter
+from specchat.drafters.ngram import NgramDrafter
+from specchat.drafters.textcopy import TextCopy
+from specchat.llamacpp.llama import Model
+
+pytestmark = pytest.mark.real
+
+REPORT = (
+    "Report.\n\nThroughput rose over the quarter, driven by the\n"
+    "second packing line that came online in week three. Scrap fell\n"
+    "after the die change on the old press. Overtime hours rose in\n"
+    "weeks six to nine while the night shift was short.\n\n"
+)
+
+
+@pytest.fixture(scope="module")
+def spelling(tiny_pair):
+    model = Model(tiny_pair[0], n_ctx=512, n_threads=1, n_gpu_layers=0)
+    yield TargetSpelling(model)
+    model.close()
+
+
+def conversation(spelling, reply: str) -> list[int]:
+    return spelling.tokenize(REPORT) + spelling.tokenize("- " + reply)
+
+
+def text(spelling, tokens: list[int]) -> str:
+    return "".join(spelling.piece(t) for t in tokens)
+
+
+def test_a_line_quoted_as_one_is_copied_from_the_text_where_its_tokens_part(spelling):
+    context = conversation(spelling, "Throughput rose over the quarter, driven by the second")
+    d = NgramDrafter(spelling=spelling)
+    d.begin(context)
+    assert d.lookup(context) is None  # " second" follows no token of the text: "\nsecond" is two others
+    match, tokens = d.text_copy(context, 8)
+    assert text(spelling, tokens).startswith(" packing line that came online")
+    assert match >= 12  # "driven by the second" and more, in tokens of about four characters
+    assert d.text.joining is True  # the reply joined the line the text broke
+    assert d.joins == spelling.tokenize("\n")[0]  # and the copies of tokens join lines from now on
+    assert text(spelling, d.propose(context, 6).tokens) == text(spelling, tokens[:6])  # ngram drafts it too
+
+
+def test_a_joined_line_is_written_as_a_space_in_later_text_copies(spelling):
+    context = conversation(spelling, "after the die change on the old press. Overtime hours rose")
+    d = NgramDrafter(spelling=spelling)
+    d.begin(context)
+    _, tokens = d.text_copy(context, 12)
+    assert d.text.joining is None and text(spelling, tokens).startswith(" in\nweeks six")  # no join seen: kept
+    d.text.joining = True  # as where a reply joined one before
+    _, tokens = d.text_copy(context, 12)
+    assert text(spelling, tokens).startswith(" in weeks six to nine while the")
+
+
+def test_no_text_copy_where_the_reply_broke_off_or_matches_too_little(spelling):
+    d = NgramDrafter(spelling=spelling)
+    broke = conversation(spelling, "Throughput rose over the quarter,\n")  # a new line where the text goes on
+    d.begin(broke)
+    assert d.text_copy(broke, 8) is None
+    short = conversation(spelling, "Scrap")  # five characters: too little to copy from
+    d.begin(short)
+    assert d.text_copy(short, 8) is None
+    assert NgramDrafter().text_copy(short, 8) is None  # no tokenizer: no text
+
+
+def test_the_text_follows_an_edited_conversation(spelling):
+    copy = TextCopy(spelling)
+    copy.extend(spelling.tokenize("one  two\n\nthree"))
+    assert "".join(copy.flat) == "one two three" and "".join(copy.raw) == "one  two\n\nthree"
+    d = NgramDrafter(spelling=spelling)
+    d.begin(spelling.tokenize("first words"))
+    d.begin(spelling.tokenize("other words"))  # not a continuation: the index and the text start again
+    assert "".join(d.text.raw) == "other words"
+
+
+def test_auto_prices_text_copies_on_their_own_estimate(spelling):
+    context = conversation(spelling, "Throughput rose over the quarter, driven by the second")
+    costs = CostModel.from_points({1: 1.0, 2: 1.2, 4: 1.5, 8: 2.0, 17: 3.0, 65: 8.0})  # verifying is cheap
+    auto = AutoDrafter(NgramDrafter(spelling=spelling), None, costs)
+    auto.begin(context)
+    draft = auto.propose(context, 16)
+    assert draft.source == "ngram" and text(spelling, draft.tokens).startswith(" packing line")
+    estimate = auto._last
+    assert estimate is auto.text_acc[min(auto.ngram.text_copy(context, 16)[0], 16)]
+    before = estimate.rate(0)
+    auto.settle(draft, 0)  # rejected at once: text copies pay less here, token copies are untouched
+    assert estimate.rate(0) < before
+    assert auto.ngram_acc[16].rate(0) == pytest.approx(1.0 - 0.5 / 5.0)
