@@ -176,6 +176,9 @@ class NgramDrafter(Drafter):
         period = len(toks) - start
         while 0 < period and len(out) < n:
             out.append(out[-period])
+        if self.text is not None and self.text.joining:  # a break glued to a word ("%\n") is joined too
+            kept, out = self.text.respell(out)
+            written = {o: edit for o, edit in written.items() if o < kept}
         self._written = (self._looked_at, out, written) if written else None
         return out
 
@@ -299,6 +302,8 @@ class NgramDrafter(Drafter):
                         if self.text is not None:
                             self.text.joining = True
                         return True
+                if self.text is not None and not self.text.has_word(removed + inserted):
+                    return False  # punctuation and layout (a bullet at a sentence end) are no renaming
                 if not removed:  # an insertion: it goes before the token after it
                     removed, inserted = (toks[i + 1],), (*inserted, toks[i + 1])
                 if (removed, inserted) in self.declined:

@@ -101,6 +101,24 @@ class TextCopy:
             tokens = tokens[:-1]  # the last may be cut short
         return size // CHARS_PER_TOKEN, tokens[:k]
 
+    def has_word(self, tokens) -> bool:
+        """Whether any of these tokens holds a letter or a digit."""
+        return any(c.isalnum() for t in tokens for c in self.spelling.piece(t))
+
+    def respell(self, tokens: list[int]) -> tuple[int, list[int]]:
+        """(how many tokens are kept as they were, the tokens) with every
+        line break inside a paragraph written as a space, tokenized afresh
+        from the first token that holds one (the last may come out cut short)."""
+        pieces = [self.spelling.piece(t) for t in tokens]
+        for i, piece in enumerate(pieces):
+            if "\n" in piece:
+                before = pieces[i - 1][-1:] if i else ""
+                joined = LINE_BREAK.sub(" ", before + "".join(pieces[i:]))[len(before) :]
+                if joined == "".join(pieces[i:]):
+                    return len(tokens), tokens
+                return i, tokens[:i] + self.spelling.tokenize(joined)[: len(tokens) - i]
+        return len(tokens), tokens
+
     def _learn_joining(self, p: int, size: int) -> None:
         """A match over a line break in the text: the reply joined it (it has
         fewer breaks there) or kept it."""

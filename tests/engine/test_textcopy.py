@@ -96,3 +96,38 @@ def test_auto_prices_text_copies_on_their_own_estimate(spelling):
     auto.settle(draft, 0)  # rejected at once: text copies pay less here, token copies are untouched
     assert estimate.rate(0) < before
     assert auto.ngram_acc[16].rate(0) == pytest.approx(1.0 - 0.5 / 5.0)
+
+
+def test_a_bullet_at_a_sentence_end_is_not_learned_as_an_edit(spelling):
+    # The text's "three. Scrap" quoted as "three.\n- Scrap": punctuation and layout, not a renamed word.
+    context = conversation(spelling, "line that came online in week three.\n- Scrap fell\nafter the die")
+    d = NgramDrafter(spelling=spelling)
+    d.begin(context)
+    d.lookup(context)
+    assert d.edits == {}
+    # A renamed word is still learned: "old press" quoted as "new press".
+    renamed = conversation(spelling, "after the die change on the new press. Overtime hours rose in")
+    d.begin(renamed)
+    d.lookup(renamed)
+    assert [(text(spelling, a), text(spelling, b)) for a, b in d.edits.items()] == [(" old", " new")]
+
+
+@pytest.fixture(scope="module")
+def qwen_spelling(default_pair):
+    model = Model(default_pair[0], n_ctx=256, n_threads=1, n_gpu_layers=0)
+    yield TargetSpelling(model)
+    model.close()
+
+
+def test_a_break_glued_to_a_word_is_joined_once_replies_join_lines(qwen_spelling):
+    spelling = qwen_spelling  # the default pair's tokenizer glues a break to what precedes it: "%\n", ",\n"
+    copy = TextCopy(spelling)
+    tokens = spelling.tokenize("rose 4.2%\nafter the die change,\n42,000 in all\n\nNext")
+    glued = [t for t in tokens if "\n" in spelling.piece(t) and spelling.piece(t) != "\n"]
+    assert glued  # this tokenizer glues some breaks to what precedes them
+    kept, respelled = copy.respell(tokens)
+    assert text(spelling, respelled).startswith("rose 4.2% after the die change, 42,000 in all")
+    assert text(spelling, respelled[:kept]) == text(spelling, tokens[:kept]) and kept < len(tokens)
+    assert len(respelled) <= len(tokens)
+    plain = spelling.tokenize("no break here")
+    assert copy.respell(plain) == (len(plain), plain)
