@@ -4,7 +4,9 @@ in one call, at the current context.
 A short calibration measures a few batch sizes; every live round refines the
 estimate (an exponential moving average per size). Sizes never measured are
 interpolated linearly between neighbours, or extrapolated along the last
-measured slope.
+measured slope; auto drafts only to measured sizes (`priced`), so a kernel
+step between two of them (on a 2-core CPU, 15 positions cost more than 16)
+never makes a draft look cheaper than it is.
 
 Sizes are timed as the engine meets them: a batch of n positions right
 after a single-token step. So the 1-position entry is a step among other
@@ -186,6 +188,12 @@ class CostModel:
     def step(self, n: int) -> float:
         """Estimated seconds to decode n positions in one call."""
         return interpolate(self.seconds, n, self._known)
+
+    def priced(self, n: int) -> bool:
+        """Whether n positions cost what was measured (calibrated, kept or
+        seen live) rather than interpolated: auto drafts only to such sizes.
+        Every size is, before a curve is measured."""
+        return n in self.seconds or not self.seconds
 
     def relative(self, n: int) -> float:
         """Cost of n positions in plain steps."""

@@ -197,11 +197,14 @@ class AutoDrafter(Drafter):
     def _best_length(
         self, acc: Acceptance, n: int, per_token: float, optimism: float, fixed: float = 0.0
     ) -> tuple[int, float]:
-        """(length, tokens per second) of the best draft of 1..n tokens, each
-        costing per_token to draft, plus `fixed` seconds per round."""
+        """(length, tokens per second) of the best draft of 1..n tokens whose
+        verify size was measured, each costing per_token to draft, plus
+        `fixed` seconds per round."""
         expected = acc.expected_tokens(n, optimism)
         best = (0, 0.0)
         for length in range(1, n + 1):
+            if not self.costs.priced(length + 1):
+                continue  # an interpolated price: this size was never measured
             rate = expected[length] / (self.costs.step(length + 1) + per_token * length + fixed)
             if rate > best[1]:
                 best = (length, rate)

@@ -52,6 +52,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
+from specchat.chat import TargetSpelling
 from specchat.costmodel import CostModel, interpolate
 from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.base import Draft
@@ -118,12 +119,11 @@ def draft_rates(report: dict) -> dict[str, list[float]]:
     return rates
 
 
-def load_replies(report: dict, pair: str) -> list[dict]:
-    """The report's off replies as (suite, prompt tokens, reply tokens), in the bench's order."""
+def load_replies(report: dict, s) -> list[dict]:
+    """The report's off replies as (suite, prompt tokens, reply tokens), in
+    the bench's order, tokenized by session s."""
     from specchat.bench.suites import load_suite
-    from specchat.loader import open_session
 
-    s = open_session(pair, drafter="off", k=4)
     texts = {(name, p.id): p.text for name in report["suites"] for p in load_suite(name).prompts}
     replies = []
     for run in report["runs"]:
@@ -131,7 +131,6 @@ def load_replies(report: dict, pair: str) -> list[dict]:
             continue
         replies.append({"suite": run["suite"], "prompt": s.prompt_for(texts[(run["suite"], run["prompt"])]),
                         "reply": s.target.tokenize(run["text"], special=False)})
-    s.close()
     return replies
 
 
@@ -192,13 +191,15 @@ class SimulatedDraftModel(DraftModelDrafter):
 class Policy:
     """Drafts from an n-gram index of the conversation; subclasses pick the length."""
 
+    spelling: TargetSpelling | None = None  # the pair's tokenizer, as the chat's n-gram drafter reads it
+
     def __init__(self, costs: Costs, k: int) -> None:
         self.costs, self.k = costs, k
         self.suite, self.source = "", "ngram"
 
     def begin(self, context: list[int], suite: str) -> None:
         self.suite = suite
-        self.ngram = NgramDrafter()
+        self.ngram = NgramDrafter(spelling=self.spelling)
         self.ngram.begin(context)
 
     def propose(self, context: list[int], reply: list[int], pos: int) -> list[int]:
@@ -282,7 +283,7 @@ class Auto(Policy):
     def __init__(self, costs: Costs, k: int, rates: dict[str, list[float]] | None) -> None:
         super().__init__(costs, k)
         self.model = SimulatedDraftModel(rates, 0.0) if rates else None
-        self.auto = AutoDrafter(NgramDrafter(), self.model, CostModel.from_points(costs.points))
+        self.auto = AutoDrafter(NgramDrafter(spelling=self.spelling), self.model, CostModel.from_points(costs.points))
 
     def begin(self, context, suite):
         self.suite = suite
@@ -311,7 +312,7 @@ def agreement_rates(replies: list[dict], k: int) -> dict[int, float]:
     """P(the next drafted token agrees | the copy has agreed for m tokens so far), from the replies."""
     hits, trials = defaultdict(int), defaultdict(int)
     for r in replies:
-        ngram = NgramDrafter()
+        ngram = NgramDrafter(spelling=Policy.spelling)
         context, reply = list(r["prompt"]), r["reply"]
         ngram.begin(context)
         for pos, token in enumerate(reply):
@@ -354,8 +355,15 @@ def main() -> int:
         costs = probe_costs(json.loads(Path(args.costs).read_text()), args.target, args.draft, args.costs)
     else:
         costs = bench_costs(report)
-    replies = load_replies(report, args.pair)
-    rows = table(replies, costs, draft_rates(report), args.k, args.draft_k)
+    from specchat.loader import open_session
+
+    session = open_session(args.pair, drafter="off", k=4)
+    try:
+        replies = load_replies(report, session)
+        Policy.spelling = TargetSpelling(session.target)
+        rows = table(replies, costs, draft_rates(report), args.k, args.draft_k)
+    finally:
+        session.close()
     suites = list(next(iter(rows.values())))
     print(f"replay of {len(replies)} replies from {args.report} on {costs.label}:")
     print(f"  a plain step {costs.step(1) * 1e3:.2f} ms; {args.k + 1} positions {costs.step(args.k + 1) * 1e3:.2f} ms "

@@ -154,6 +154,24 @@ def test_long_copy_match_wins_on_a_linear_curve():
     assert draft.source == "ngram" and draft.tokens == text[20:36]
 
 
+def test_auto_drafts_only_to_sizes_whose_cost_was_measured():
+    text = list(range(10, 60))
+    context = text + [1, 2] + text[:20]  # a 20-token match, copy-heavy acceptance
+    measured = {n: CPU(n) for n in (1, 2, 3, 4, 5, 8, 12, 16)}
+    measured[12] = CPU(11) * 1.3  # 12 positions cost more than the line from 8 to 16 says
+    a = AutoDrafter(NgramDrafter(), None, CostModel.from_points(measured))
+    for bucket in a.ngram_acc.values():
+        for _ in range(30):
+            bucket.update(16, 16)
+    a.begin(context)
+    assert a.costs.priced(16) and not a.costs.priced(10) and not a.costs.priced(17)
+    lengths = {len(a.propose(context, k).tokens) for k in range(1, 17)}
+    assert lengths <= {1, 2, 3, 4, 7, 11, 15}  # each verify is a measured size: length + 1
+    assert len(a.propose(context, 14).tokens) == 11  # 15 positions were never measured: 12 were
+    assert len(a.propose(context, 10).tokens) == 7  # 9 to 11 positions would be priced by the line: not drafted
+    assert CostModel().priced(10)  # before a curve is measured, every size is priced the same way
+
+
 def test_auto_adapts_when_acceptance_drops():
     a, model = auto(FLAT)
     assert a.propose([1, 2, 3], 8).source == "draft"
