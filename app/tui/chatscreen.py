@@ -262,7 +262,7 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         self.query_one(PromptInput).cursor_blink = True
         self.set_status()
         self.refresh_panel()
-        self.query_one(ChatLog).scroll_end(animate=False)
+        self.query_one(ChatLog).follow()  # the stats line comes into view; a user who scrolled up stays put
 
     def load_conversation(self, conv_id: int) -> None:
         conv = self.chat.conversation.open(conv_id)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("specchat_home")
 
 
 async def test_the_view_shows_the_last_line_of_a_streaming_reply_not_blank_rows(tmp_path):
-    app = make_app(tmp_path, models=FakeModels(step_seconds=0.004, max_tokens=1500), drafter="off")
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.004, max_tokens=3500), drafter="off")
     async with app.run_test(size=(80, 20)) as pilot:
         await start_reply(pilot, "tell me a long story")
         chat = app.query_one(ChatLog)
@@ -38,7 +38,7 @@ async def test_the_view_shows_the_last_line_of_a_streaming_reply_not_blank_rows(
 
 
 async def test_a_user_scrolled_up_stays_put_while_the_reply_streams(tmp_path):
-    app = make_app(tmp_path, models=FakeModels(step_seconds=0.004, max_tokens=1500), drafter="off")
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.004, max_tokens=3500), drafter="off")
     async with app.run_test(size=(80, 20)) as pilot:
         await start_reply(pilot, "tell me a long story")
         chat = app.query_one(ChatLog)
@@ -50,10 +50,12 @@ async def test_a_user_scrolled_up_stays_put_while_the_reply_streams(tmp_path):
         assert chat.scroll_y == 2
         app.chat.cancel()
         await wait_until(pilot, lambda: not app.chat.generating)
+        await pilot.pause(0.05)
+        assert chat.scroll_y == 2  # nor when the reply ends
 
 
 async def test_the_view_following_the_reply_never_undoes_a_scroll_the_user_makes_after(tmp_path):
-    app = make_app(tmp_path, models=FakeModels(step_seconds=0.004, max_tokens=1500), drafter="off")
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.004, max_tokens=3500), drafter="off")
     async with app.run_test(size=(80, 20)) as pilot:
         await start_reply(pilot, "tell me a long story")
         chat = app.query_one(ChatLog)

@@ -74,8 +74,9 @@ async def test_a_missing_schema_file_is_one_notice_and_the_message_stays(tmp_pat
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         prompt = await enter(pilot, "/schema /nonexistent/person.json Extract this")
-        await wait_until(pilot, lambda: not app.chat.binding)
-        assert "no JSON schema file at /nonexistent/person.json (check the path of the JSON schema file)" in notices(app)
+        missing = "no JSON schema file at /nonexistent/person.json (check the path of the JSON schema file)"
+        await wait_until(pilot, lambda: missing in notices(app))
+        assert not app.chat.binding
         assert prompt.text == "/schema /nonexistent/person.json Extract this"  # kept, to fix the path
         assert not app.query(AssistantMessage) and "⟨" not in status(app)
 

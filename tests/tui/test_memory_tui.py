@@ -64,6 +64,8 @@ async def test_the_memory_key_turns_it_off_for_this_chat(tmp_path):
         await pilot.press("f10")
         assert "memory on: drafting from your earlier replies" in notices(app)
         await pilot.press("ctrl+n")
+        memory = app.chat.session.memory
+        await wait_until(pilot, lambda: memory._queue or memory.held)  # the fill ran on its thread
         again = await send(pilot, QUESTION)
         assert again.stats["memory_accepted"] >= 40  # refilled from the history
 
@@ -82,6 +84,8 @@ async def test_memory_false_in_the_settings_starts_every_chat_with_it_off(tmp_pa
         await pilot.press("f10")  # on for this chat: filled from the history
         assert "memory on: drafting from your earlier replies" in notices(app)
         await pilot.press("ctrl+n")
+        memory = app.chat.session.memory
+        await wait_until(pilot, lambda: memory._queue or memory.held)  # the fill ran on its thread
         again = await send(pilot, QUESTION)
         assert again.stats["memory_accepted"] >= 40
 

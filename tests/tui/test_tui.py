@@ -146,7 +146,7 @@ async def test_status_bar_and_k_keys(tmp_path):
 
 
 async def test_live_tok_s_while_generating(tmp_path):
-    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=2000), drafter="ngram")
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=4000), drafter="ngram")
     async with app.run_test(size=(120, 40)) as pilot:
         await start_reply(pilot)
         await wait_until(pilot, lambda: (app.chat.live_tok_s or 0) > 0)
@@ -157,13 +157,15 @@ async def test_live_tok_s_while_generating(tmp_path):
 
 
 async def test_streaming_chunk_reserves_lines_and_gives_them_back(tmp_path):
-    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=400), drafter="ngram")
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=4000), drafter="ngram")
     async with app.run_test(size=(120, 40)) as pilot:
         await start_reply(pilot)
         await wait_until(pilot, lambda: app.query(ReplyChunk) and app.query(ReplyChunk).last().reserved > 0, 30)
         live = app.query(ReplyChunk).last()
-        # While streaming, the live chunk holds lines ahead of its text...
-        assert live.styles.min_height.value == live.reserved <= live.size.height
+        # While streaming, the live chunk holds lines ahead of its text (once the screen has laid it out)...
+        assert live.styles.min_height.value == live.reserved
+        await wait_until(pilot, lambda: 0 < live.reserved <= live.size.height)
+        await pilot.press("escape")  # a cancelled reply gives its lines back as a finished one does
         await wait_until(pilot, lambda: not app.chat.generating)
         await pilot.pause()
         # ...and once the reply ends every chunk is exactly as tall as its text.
@@ -188,6 +190,7 @@ async def test_cpu_bound_worker_waits_until_each_batch_is_shown(tmp_path, monkey
         records.append((posted["chars"], len(self.reply.text)))
 
     monkeypatch.setattr(app_mod.RoundFeed, "flush", recording_flush)
+    monkeypatch.setattr(app_mod, "SHOW_WAIT_SECONDS", 30)  # a slow machine's drawing is waited for, never timed out
     app = make_app(tmp_path, models=FakeModels(step_seconds=0.005, max_tokens=200, cpu_bound=True), drafter="off")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)

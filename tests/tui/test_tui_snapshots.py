@@ -53,6 +53,7 @@ def seeded_app(tmp_path, theme: str = "specchat-dark"):
 
     async def run_before(pilot):
         await wait_until(pilot, lambda: app.chat.session is not None)
+        await wait_until(pilot, lambda: app.chat.session.curve_due() is None)  # auto's curve measured: no note
         app.query_one(PromptInput).cursor_blink = False
         app.chat_screen.load_conversation(cid)
         await pilot.pause()
