@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-TEXT_MATCH = 12  # characters of the reply's tail, white space aside, a text copy needs
+TEXT_MATCH = 16  # characters of the reply's tail, white space aside, a text copy needs (some three words)
 LONGEST_MATCH = 96  # characters a match is measured to
 CHARS_PER_TOKEN = 4  # a match's length in tokens, roughly (auto prices a copy by it)
 LINE_BREAK = re.compile(r"(?<=\S)\n(?=\S)")  # a break inside a paragraph
