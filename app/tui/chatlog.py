@@ -13,7 +13,8 @@ FOLLOW_ROWS = 3  # a view this close to the end follows a streaming reply
 
 
 class ChatLog(VerticalScroll):
-    _end = 0  # where the view followed the reply to last
+    _end: float = 0  # where the view was left the last time it followed the reply
+    _following = True  # whether it followed the last time it looked
 
     def on_key(self, event: events.Key) -> None:
         """A key typed while the conversation has focus (to scroll it) goes
@@ -40,14 +41,24 @@ class ChatLog(VerticalScroll):
         after a resize); a user who scrolled up stays put."""
         self.call_after_refresh(self._follow)
 
+    def on_resize(self, event: events.Resize) -> None:
+        """A resize moves the end, and may clamp the view short of it: a view
+        that followed the reply before follows it on."""
+        if self._following:
+            self._end = 0
+        self.follow()
+
     def _follow(self) -> None:
         reply = self.last_reply()
         blank = reply.blank_rows if reply is not None else 0  # reserved rows under a streaming reply stay below
         end = max(0, self.max_scroll_y - blank)
-        following = self.scroll_y >= min(self._end, end) - FOLLOW_ROWS  # at the end before, or now (a resize)
-        if following and self.scroll_y != end:  # now: a deferred scroll could land after the user's own
+        following = self.scroll_y >= min(self._end, end) - FOLLOW_ROWS  # at the end before, or now
+        self._following = following
+        if not following:
+            return
+        if self.scroll_y != end:  # now: a deferred scroll could land after the user's own
             self.scroll_to(y=end, animate=False, immediate=True)
-        self._end = end
+        self._end = self.scroll_y  # where it landed: short of a layout still settling, it follows on from there
 
     def last_reply(self) -> AssistantMessage | None:
         replies = self.query(AssistantMessage)
