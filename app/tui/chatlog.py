@@ -43,10 +43,11 @@ class ChatLog(VerticalScroll):
 
     def on_resize(self, event: events.Resize) -> None:
         """A resize moves the end, and may clamp the view short of it: a view
-        that followed the reply before follows it on."""
-        if self._following:
+        that followed a streaming reply before follows it on."""
+        reply = self.last_reply()
+        if reply is not None and reply.stats is None and self._following:
             self._end = 0
-        self.follow()
+            self.follow()
 
     def _follow(self) -> None:
         reply = self.last_reply()
