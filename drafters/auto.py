@@ -28,6 +28,7 @@ from specchat.drafters.memory import MAX_MATCH
 EXPLORE_EVERY = 32  # where no option pays, one round in this many tries the best optimistically: one token
 MAX_BUCKET = 16  # n-gram matches this long or longer share one estimate
 WEAK_MATCH = 3  # a token match shorter than this: the n-gram drafter's text copy is an option too
+LINE_PRIOR = 0.9  # a text copy from a line's start that matched one sentence's start
 
 
 class Acceptance:
@@ -76,6 +77,12 @@ def copy_rates(longest: int = MAX_BUCKET) -> dict[int, CopyRate]:
     return {b: CopyRate(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, longest + 1)}
 
 
+def text_rates() -> dict[int, CopyRate]:
+    """copy_rates for text copies, and length 0: a line that starts as one
+    sentence of the text does (a quote, a bullet) goes on as it, likely."""
+    return {0: CopyRate(prior=LINE_PRIOR), **copy_rates()}
+
+
 class AutoDrafter(Drafter):
     name = "auto"
     needs_costs = True  # the engine calibrates its cost model for us
@@ -96,7 +103,7 @@ class AutoDrafter(Drafter):
         # of the same text: a high prior, per position like the draft model's.
         self.grammar_acc = Acceptance(prior=0.9)
         self.ngram_acc = copy_rates()
-        self.text_acc = copy_rates()  # the n-gram drafter's text copies (textcopy), on their own
+        self.text_acc = text_rates()  # the n-gram drafter's text copies (textcopy), on their own
         self.memory_acc = copy_rates(MAX_MATCH)  # a question asked again matches all its prompt's tail
         self.model_acc = Acceptance(prior=0.6)
         self.draft_cost_prior = draft_cost_prior

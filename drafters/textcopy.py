@@ -12,10 +12,18 @@ every run of white space read as one space, and drafts the text that
 follows the match, tokenized afresh. Where replies join the text's lines
 (`joining`: learned from the matches themselves), a line break inside a
 paragraph is copied as a space.
+
+A line the reply starts by quoting a sentence (a bullet: "- Scrap fell")
+matches in fewer characters: the line's words, past its list marker, found
+once in the text, where a line or a sentence starts. A word written at a
+line's start is spelled with other tokens than where the text ran it on
+(" Scrap", or " O" + "vertime"), so until then nothing else matches. Such
+a match is reported as length 0: auto prices it on its own estimate.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Protocol
 
@@ -23,6 +31,10 @@ TEXT_MATCH = 16  # characters of the reply's tail, white space aside, a text cop
 LONGEST_MATCH = 96  # characters a match is measured to
 CHARS_PER_TOKEN = 4  # a match's length in tokens, roughly (auto prices a copy by it)
 LINE_BREAK = re.compile(r"(?<=\S)\n(?=\S)")  # a break inside a paragraph
+LINE_MATCH = 5  # characters of a line's words, past its marker, that match once where a sentence starts
+LINE_START = re.compile(r"\s*(?:[-*+>]\s|\d{1,3}[.)]\s)?\s*[\"'“‘`]?")  # indent, list marker, opening quote
+SENTENCE_END = ".!?:;"  # what ends a sentence, before a space
+LONGEST_LINE = 200  # characters looked back for the line's start
 
 
 class Spelling(Protocol):
@@ -74,7 +86,8 @@ class TextCopy:
     def copy(self, k: int) -> tuple[int, list[int]] | None:
         """(the match's length in tokens, roughly; up to k tokens of the text
         after it) for the longest earlier place whose text ends as the
-        conversation does, at least TEXT_MATCH characters; None without one."""
+        conversation does, at least TEXT_MATCH characters, or else (length 0)
+        for the one sentence that starts as the reply's line; None without one."""
         if not self._flat:
             self._flat = "".join(self.flat)
         text, end = self._flat, len(self.flat)
@@ -86,10 +99,15 @@ class TextCopy:
             if p < 0:
                 break
             found = (size, p)
+        if found is not None:
+            size, p = found
+            self._learn_joining(p, size)
+            match = size // CHARS_PER_TOKEN
+        else:
+            found, match = self._line_match(), 0
         if found is None:
             return None
         size, p = found
-        self._learn_joining(p, size)
         start = self.at[p + size] if p + size < end else len(self.raw)
         if start >= len(self.raw):
             return None
@@ -99,7 +117,38 @@ class TextCopy:
         tokens = self.spelling.tokenize(copied)
         if start + len(copied) < len(self.raw):
             tokens = tokens[:-1]  # the last may be cut short
-        return size // CHARS_PER_TOKEN, tokens[:k]
+        return match, tokens[:k]
+
+    def _line_match(self) -> tuple[int, int] | None:
+        """(size, place) of the words of the reply's current line, past its
+        list marker: LINE_MATCH characters or more, found once in the text
+        before the line, and there where a line or a sentence starts."""
+        raw, text = self.raw, self._flat
+        line = len(raw)
+        while line > 0 and raw[line - 1] != "\n":
+            line -= 1
+            if len(raw) - line > LONGEST_LINE:
+                return None
+        if line == 0:
+            return None
+        first = bisect.bisect_left(self.at, line)  # the line's first character in flat
+        marker = LINE_START.match(text, first)  # it matches everywhere, maybe nothing
+        words = marker.end() if marker else first
+        size = len(text) - words
+        if size < LINE_MATCH or not text[words].isalnum():
+            return None
+        wanted = text[words:]
+        p = text.find(wanted, 0, first)
+        if p < 0 or not self._starts_sentence(p) or text.find(wanted, p + 1, first) >= 0:
+            return None
+        return size, p
+
+    def _starts_sentence(self, p: int) -> bool:
+        """Whether flat[p] starts a line or a sentence in the text."""
+        i = self.at[p] - 1
+        while i >= 0 and self.raw[i] in " \t":
+            i -= 1
+        return i < 0 or self.raw[i] == "\n" or (i < self.at[p] - 1 and self.raw[i] in SENTENCE_END)
 
     def has_word(self, tokens) -> bool:
         """Whether any of these tokens holds a letter or a digit."""

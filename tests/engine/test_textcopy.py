@@ -8,7 +8,7 @@ import pytest
 
 from specchat.chat import TargetSpelling
 from specchat.costmodel import CostModel
-from specchat.drafters.auto import AutoDrafter
+from specchat.drafters.auto import LINE_PRIOR, AutoDrafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.drafters.textcopy import TextCopy
 from specchat.llamacpp.llama import Model
@@ -67,10 +67,26 @@ def test_no_text_copy_where_the_reply_broke_off_or_matches_too_little(spelling):
     broke = conversation(spelling, "Throughput rose over the quarter,\n")  # a new line where the text goes on
     d.begin(broke)
     assert d.text_copy(broke, 8) is None
-    short = conversation(spelling, "Scrap")  # five characters: too little to copy from
+    short = conversation(spelling, "and then Scrap")  # "then Scrap" is nowhere in the text
     d.begin(short)
     assert d.text_copy(short, 8) is None
     assert NgramDrafter().text_copy(short, 8) is None  # no tokenizer: no text
+
+
+def test_a_line_that_starts_as_one_sentence_of_the_text_copies_it(spelling):
+    d = NgramDrafter(spelling=spelling)
+    for reply, copied in (("Scrap", " fell\nafter the die"), ("Overtime", " hours rose in\nweeks")):
+        context = conversation(spelling, reply)  # a bullet: its first word is spelled with other tokens
+        d.begin(context)
+        match, tokens = d.text_copy(context, 8)
+        assert match == 0 and text(spelling, tokens).startswith(copied)  # length 0: a line's start
+    for reply in ("quarter", "Scra"):  # the text runs "quarter" on mid-sentence; "Scra" is too little
+        context = conversation(spelling, reply)
+        d.begin(context)
+        assert d.text_copy(context, 8) is None
+    twice = spelling.tokenize("Scrap fell. Scrap rose.\n\n- Scrap")  # two sentences start so: no copy
+    d.begin(twice)
+    assert d.text_copy(twice, 8) is None
 
 
 def test_the_text_follows_an_edited_conversation(spelling):
@@ -96,6 +112,18 @@ def test_auto_prices_text_copies_on_their_own_estimate(spelling):
     auto.settle(draft, 0)  # rejected at once: text copies pay less here, token copies are untouched
     assert estimate.rate(0) < before
     assert auto.ngram_acc[16].rate(0) == pytest.approx(1.0 - 0.5 / 5.0)
+
+
+def test_auto_prices_a_copy_from_a_line_start_on_its_own_estimate(spelling):
+    context = conversation(spelling, "Scrap")
+    costs = CostModel.from_points({1: 1.0, 2: 1.2, 4: 1.5, 8: 2.0, 17: 3.0, 65: 8.0})
+    auto = AutoDrafter(NgramDrafter(spelling=spelling), None, costs)
+    auto.begin(context)
+    draft = auto.propose(context, 16)
+    assert draft.source == "ngram" and text(spelling, draft.tokens).startswith(" fell\nafter the die change")
+    assert auto._last is auto.text_acc[0] and auto.text_acc[0].rate(0) == pytest.approx(LINE_PRIOR)
+    auto.settle(draft, 2)
+    assert auto.text_acc[0].rate(0) < LINE_PRIOR and auto.text_acc[4].rate(0) == pytest.approx(0.75)
 
 
 def test_a_bullet_at_a_sentence_end_is_not_learned_as_an_edit(spelling):
