@@ -4,7 +4,10 @@ expected tokens per second — a plain step (k = 0) included.
 Expected tokens come from live acceptance estimates (decayed): per position
 for the draft model; for n-gram and memory copies one rate per match length,
 shared by every position, because a copied span goes on agreeing until the copy ends, so
-what short drafts learn also prices long ones. Costs come from the
+what short drafts learn also prices long ones. A reply that has copied one
+place since its first token (a function or a file returned whole) has a
+rate of its own, taken where it is the higher: each longer match would
+otherwise start again from its length's prior. Costs come from the
 engine's measured cost curve and each drafter's measured cost per token.
 So on a CPU where a verify of k+1 positions costs ~k+1 steps, auto drafts
 only on strong evidence; where the curve is flat, it drafts freely.
@@ -29,6 +32,8 @@ EXPLORE_EVERY = 32  # where no option pays, one round in this many tries the bes
 MAX_BUCKET = 16  # n-gram matches this long or longer share one estimate
 WEAK_MATCH = 3  # a token match shorter than this: the n-gram drafter's text copy is an option too
 LINE_PRIOR = 0.9  # a text copy from a line's start that matched one sentence's start
+WHOLE_REPLY = 8  # a reply this long, copied from one place since its first token, is priced on its own:
+WHOLE_PRIOR = 0.97  # a function or a file returned whole, likely (matches are followed back 32 tokens or more)
 
 
 class Acceptance:
@@ -104,6 +109,7 @@ class AutoDrafter(Drafter):
         self.grammar_acc = Acceptance(prior=0.9)
         self.ngram_acc = copy_rates()
         self.text_acc = text_rates()  # the n-gram drafter's text copies (textcopy), on their own
+        self.whole_acc = CopyRate(prior=WHOLE_PRIOR)  # token copies whose match reaches the reply's start
         self.memory_acc = copy_rates(MAX_MATCH)  # a question asked again matches all its prompt's tail
         self.model_acc = Acceptance(prior=0.6)
         self.draft_cost_prior = draft_cost_prior
@@ -112,6 +118,7 @@ class AutoDrafter(Drafter):
         self.choice = "off"  # the last decision, for the status bar
         self.chosen: dict[str, int] = {}  # how often each option won
         self.k_hint = 16  # the k of the last proposal (begin has none)
+        self.reply_start = 0  # where this turn's reply starts in the context
         self._last: Acceptance | None = None
 
     # --- keeping the inner drafters in sync -------------------------------------------
@@ -123,6 +130,7 @@ class AutoDrafter(Drafter):
         if self.model is not None and (self.model.loaded or self._model_may_pay()):
             self.model.begin(context)  # load and prefill now, not inside a timed round
         self.chosen = {}  # counted per turn
+        self.reply_start = len(context)
 
     def _model_may_pay(self) -> bool:
         """Could the draft model beat a plain step here, judged optimistically?"""
@@ -178,6 +186,8 @@ class AutoDrafter(Drafter):
             start, match, _ = hit
             candidate = self.ngram.continuation(start, k)
             acc = self.ngram_acc[min(match, MAX_BUCKET)]
+            if self._copies_whole(context, match) and self.whole_acc.rate(0) > acc.rate(0):
+                acc = self.whole_acc
             length, rate = self._best_length(acc, len(candidate), 0.0, optimism, warmup)
             if length:
                 yield rate, "ngram", length, acc, candidate
@@ -200,6 +210,12 @@ class AutoDrafter(Drafter):
             length, rate = self._best_length(self.model_acc, k, self._draft_step(), optimism, fixed)
             if length:
                 yield rate, self.model.name, length, self.model_acc, None
+
+    def _copies_whole(self, context: Sequence[int], match: int) -> bool:
+        """Whether the reply has copied one place since its first token, for
+        WHOLE_REPLY tokens or more (a match that long or 32 tokens goes on)."""
+        written = len(context) - self.reply_start
+        return written >= WHOLE_REPLY and match >= min(written, 2 * MAX_BUCKET)
 
     def _best_length(
         self, acc: Acceptance, n: int, per_token: float, optimism: float, fixed: float = 0.0

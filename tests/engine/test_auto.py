@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specchat.costmodel import CostModel
-from specchat.drafters.auto import EXPLORE_EVERY, Acceptance, AutoDrafter, CopyRate
+from specchat.drafters.auto import EXPLORE_EVERY, WHOLE_PRIOR, Acceptance, AutoDrafter, CopyRate
 from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
@@ -218,6 +218,26 @@ def test_auto_lengthens_n_gram_drafts_while_a_copy_keeps_agreeing():
         a.observe(new)
         copied += len(new)
     assert 0 < lengths[0] < lengths[1] < lengths[2]  # each success earns a longer draft
+
+
+def test_a_reply_that_copies_one_place_from_its_first_token_is_priced_as_a_whole_copy():
+    text = list(range(10, 90))
+    prompt = text + [1, 2]
+    a, _ = auto(CPU)
+    a.begin(prompt)
+    whole = prompt + text[:12]  # the reply so far: the text's first 12 tokens
+    draft = a.propose(whole, 32)
+    assert a._last is a.whole_acc and a.whole_acc.rate(0) == pytest.approx(WHOLE_PRIOR)
+    assert draft.tokens == text[12:27]  # 16 positions, the curve's cheapest per token
+    late = prompt + [5, 6] + text[:12]  # the same match, after two tokens that copy nothing
+    assert a.propose(late, 32).tokens and a._last is a.ngram_acc[12]  # priced by its length
+    short = prompt + text[:6]  # too short a reply to tell
+    a.propose(short, 32)
+    assert a._last is not a.whole_acc
+    for _ in range(3):  # whole copies went wrong here: the match length's own estimate is higher now
+        a.whole_acc.update(16, 0)
+    a.propose(whole, 32)
+    assert a._last is a.ngram_acc[12]
 
 
 def test_auto_on_the_engine_keeps_greedy_output():
