@@ -32,8 +32,8 @@ EXPLORE_EVERY = 32  # where no option pays, one round in this many tries the bes
 MAX_BUCKET = 16  # n-gram matches this long or longer share one estimate
 WEAK_MATCH = 3  # a token match shorter than this: the n-gram drafter's text copy is an option too
 LINE_PRIOR = 0.9  # a text copy from a line's start that matched one sentence's start
-WHOLE_REPLY = 8  # a reply this long, copied from one place since its first token, is priced on its own:
-WHOLE_PRIOR = 0.97  # a function or a file returned whole, likely (matches are followed back 32 tokens or more)
+WHOLE_REPLY = 8  # a reply copied from one place since its first token, this long or longer,
+WHOLE_PRIOR = 0.97  # is priced on a rate of its own: a function or a file returned whole goes on
 
 
 class Acceptance:
@@ -213,7 +213,8 @@ class AutoDrafter(Drafter):
 
     def _copies_whole(self, context: Sequence[int], match: int) -> bool:
         """Whether the reply has copied one place since its first token, for
-        WHOLE_REPLY tokens or more (a match that long or 32 tokens goes on)."""
+        WHOLE_REPLY tokens or more. The n-gram drafter follows a match back
+        36 tokens at most, so past 32 a match that long counts as the whole."""
         written = len(context) - self.reply_start
         return written >= WHOLE_REPLY and match >= min(written, 2 * MAX_BUCKET)
 

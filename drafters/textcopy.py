@@ -100,13 +100,12 @@ class TextCopy:
                 break
             found = (size, p)
         if found is not None:
-            size, p = found
-            self._learn_joining(p, size)
-            match = size // CHARS_PER_TOKEN
+            self._learn_joining(found[1], found[0])
+            match = found[0] // CHARS_PER_TOKEN
         else:
             found, match = self._line_match(), 0
-        if found is None:
-            return None
+            if found is None:
+                return None
         size, p = found
         start = self.at[p + size] if p + size < end else len(self.raw)
         if start >= len(self.raw):
