@@ -13,6 +13,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from specchat.costmodel import time_decodes
 from specchat.engine import prefill
 from specchat.sampling import SamplingParams, probs, sample
 from specchat.stats import TurnStats
+
+if TYPE_CHECKING:
+    from specchat.drafters.textcopy import Spelling
 
 CURVE_CONTEXT = 512  # tokens of real text before the cost curve's decodes
 CURVE_REPEATS = 5
@@ -107,13 +111,17 @@ def step_noise(model, text: list[int], steps: int = 15) -> float:
     return noise([time_decodes(model, [1], steps, filler=text[:2])[1]]) if text else 0.0
 
 
-def time_ngram_proposals(text: list[int], context: int = NGRAM_CONTEXT, calls: int = NGRAM_CALLS) -> dict:
+def time_ngram_proposals(
+    text: list[int], spelling: Spelling | None = None, context: int = NGRAM_CONTEXT, calls: int = NGRAM_CALLS
+) -> dict:
     """Index `context` tokens of repeated real text, then time propose() as
-    the conversation grows by the proposed tokens."""
+    the conversation grows by the proposed tokens: the chat's n-gram
+    drafter, its copy of the text included where `spelling` (the target's
+    tokenizer) is given."""
     from specchat.drafters.ngram import NgramDrafter
 
     ctx = (text * (context // max(1, len(text)) + 1))[:context]
-    drafter = NgramDrafter()
+    drafter = NgramDrafter(spelling=spelling)
     drafter.begin(ctx)
     times = []
     for _ in range(calls):

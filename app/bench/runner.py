@@ -102,7 +102,7 @@ class Bench:
                 self._check_stop()
                 if self.plan.extras:
                     progress.update(task, description="n-gram proposal timing")
-                    self.ngram = time_ngram_proposals(text)
+                    self.ngram = time_ngram_proposals(text, self.session.drafters.spelling)
                 for suite in self.plan.suites:
                     for prompt in suite.prompts:
                         for repeat in range(self.plan.repeats):
