@@ -156,8 +156,9 @@ class NgramDrafter(Drafter):
 
     def continuation(self, start: int, n: int) -> list[int]:
         """n tokens copied from `start` on, with the learned edits written in;
-        past the end of the conversation the copy continues through itself (a
-        loop of period len(tokens) - start)."""
+        past the end of the conversation the copy continues through itself: a
+        loop whose period is the copy as written (an edit that removes more
+        than it inserts makes it shorter than len(tokens) - start)."""
         toks, p = self.tokens, start
         out: list[int] = []
         written: dict[int, tuple[int, ...]] = {}  # offset in the copy -> the edit that wrote it
@@ -172,8 +173,8 @@ class NgramDrafter(Drafter):
             written.update((len(out) + o, removed) for o in range(new))
             out.extend(inserted)
             p += len(removed)
+        period = len(out) if p >= len(toks) else 0  # the copy reached the end: it loops
         del out[n:]
-        period = len(toks) - start
         while 0 < period and len(out) < n:
             out.append(out[-period])
         if self.text is not None and self.text.joining:  # a break glued to a word ("%\n") is joined too
