@@ -29,7 +29,9 @@ import numpy as np
 from specchat import kvcache
 from specchat.costmodel import CostModel
 from specchat.drafters.base import Draft, Drafter
+from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
+from specchat.pieces import PieceDecoder
 from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
 from specchat.stats import Round, TurnStats, summarize
 from specchat.target import TargetModel
@@ -47,6 +49,7 @@ class Turn:
     stats: TurnStats = field(default_factory=TurnStats)
     finish: str = ""  # "eos" | "length" | "cancelled" | "context" ("cut": a server's stream ended mid-reply)
     error: str = ""  # why a reply was cut
+    drafter_failed: str = ""  # one line: the drafter that failed in this turn and why (the turn went on plainly)
     dropped_turns: int = 0  # old turns dropped to fit the context
     prompt: list[int] = field(default_factory=list)
 
@@ -91,11 +94,13 @@ class Engine:
         self.baseline_every = baseline_every
         self.rng = np.random.default_rng(sampling.seed)
         self._next_drafter: Drafter | None = None
+        self._sitting_out: tuple[Drafter, Drafter] | None = None  # (a drafter that failed, the plain one standing in)
         self._lock = threading.Lock()
         # Told True before the cost curve is measured and False after (a status
         # for the user); the seconds all measuring took so far.
         self.on_calibrate: Callable[[bool], None] | None = None
         self.calibration_seconds = 0.0
+        self.failure = ""  # the current turn's drafter_failed
 
     # --- control from other threads -----------------------------------------
 
@@ -118,7 +123,7 @@ class Engine:
             return False
         self.drafter = new
         self._calibrate_if_needed(cancel)
-        new.begin(context)
+        self._drafter_hook(new.begin, context)
         return True
 
     def _calibrate_if_needed(self, cancel: Cancel = None) -> None:
@@ -162,11 +167,12 @@ class Engine:
         self.constraint.begin()  # a constrained reply starts at the grammar's root
         # A switch asked for between turns, calibration and the drafter's own
         # prefill all happen here, before the decode clock starts.
+        self.failure = ""
         if not self._take_switch(context, cancel):
             self._calibrate_if_needed(cancel)
-            self.drafter.begin(context)
+            self._drafter_hook(self.drafter.begin, context)
         turn = Turn()
-        pieces = _PieceDecoder(self.target)
+        pieces = PieceDecoder(self.target)
         arm = _Arm(self.baseline_every)
         i = 0
         clock = self.llama_clock
@@ -192,7 +198,7 @@ class Engine:
             turn.rounds.append(r)
             context += new
             if new:
-                self.drafter.observe(new)
+                self._drafter_hook(self.drafter.observe, new)
             if on_round is not None:
                 on_round(r)
             i += 1
@@ -201,6 +207,8 @@ class Engine:
                 break
         else:
             turn.finish = "length"
+        turn.drafter_failed = self.failure
+        self._back_from_sitting_out()
         if turn.rounds:  # the reply's last bytes, if they were held back
             last = turn.rounds[-1]
             if last.target is None:
@@ -216,7 +224,8 @@ class Engine:
         """Draft, verify [pending, d1..dk] in one pass, accept, commit, roll back.
         plain_run: how many plain steps came right before this round."""
         t0 = time.perf_counter()
-        draft = Draft() if arm else self.drafter.propose(context, min(self.k, self.target.max_draft, room - 1))
+        k = min(self.k, self.target.max_draft, room - 1)
+        draft = Draft() if arm else self._drafter_hook(self.drafter.propose, context, k) or Draft()
         draft.tokens = draft.tokens[: max(0, room - 1)]
         t1 = time.perf_counter()
         n_kv = len(context) - 1  # KV holds everything but the pending token
@@ -231,7 +240,7 @@ class Engine:
         else:
             self.costs.observe_warming(t2 - t1)
         if draft.tokens and not arm:
-            self.drafter.settle(draft, len(accepted))
+            self._drafter_hook(self.drafter.settle, draft, len(accepted))
         # Drafts after an end-of-generation token were never judged: drop them.
         rejected = draft.tokens[len(accepted) :] if target is not None else []
         return Round(
@@ -249,6 +258,31 @@ class Engine:
             t_verify=t2 - t1,
             eos=eos,
         )
+
+    # --- a drafter that fails --------------------------------------------------
+
+    def _drafter_hook(self, hook: Callable, *args):
+        """hook(*args), one of the drafter's; where it raises, the drafter sits
+        out the rest of the turn (plain steps stand in: the reply goes on) and
+        the turn keeps one line naming it and the error. None then."""
+        try:
+            return hook(*args)
+        except Exception as err:  # a drafter's bug must not take the reply with it
+            failed = self.drafter
+            why = err.one_line() if isinstance(err, SpecchatError) else f"{type(err).__name__}: {err}"
+            self.failure = f"drafter {failed.name!r} failed ({why}); this reply went on without drafting"
+            self.drafter = Drafter()
+            self._sitting_out = (failed, self.drafter)
+            return None
+
+    def _back_from_sitting_out(self) -> None:
+        """The turn is over: a drafter that failed in it drafts again from the
+        next (its begin re-reads the conversation), unless the user switched since."""
+        if self._sitting_out is not None:
+            failed, stand_in = self._sitting_out
+            self._sitting_out = None
+            if self.drafter is stand_in:
+                self.drafter = failed
 
     def _accept(self, draft: Draft) -> tuple[list[int], int | None, bool]:
         """Longest agreeing prefix (greedy) or exact rejection sampling.
@@ -324,42 +358,3 @@ def prefill(model, prompt: Sequence[int]) -> int:
     """Make model's KV hold prompt[:-1] (the last token stays pending).
     Returns how many tokens were evaluated."""
     return kvcache.sync(model, prompt[:-1], logits=False)
-
-
-class _PieceDecoder:
-    """Turns committed tokens into text, holding back split UTF-8 sequences
-    and a carriage return at the end: a Windows line end split over two
-    pieces stays one line end, never a lone "\r" (shown as ␍)."""
-
-    def __init__(self, model) -> None:
-        self.model = model
-        self.pending = b""
-
-    def feed(self, tokens: Sequence[int]) -> str:
-        if not tokens:
-            return ""
-        data = self.pending + b"".join(self.model.piece(t) for t in tokens)
-        cut = _complete_utf8(data)
-        if data[:cut].endswith(b"\r"):
-            cut -= 1
-        self.pending = data[cut:]
-        return data[:cut].decode("utf-8", errors="replace")
-
-    def flush(self) -> str:
-        """A carriage return still held back at the end of the reply (the
-        bytes of a character cut short stay out, as before)."""
-        data, self.pending = self.pending, b""
-        return data[: _complete_utf8(data)].decode("utf-8", errors="replace")
-
-
-def _complete_utf8(data: bytes) -> int:
-    """Length of the longest prefix that does not end inside a UTF-8 sequence."""
-    for back in range(1, min(4, len(data)) + 1):
-        b = data[-back]
-        if b & 0xC0 == 0x80:
-            continue  # continuation byte: keep looking for the lead
-        if b & 0x80 == 0:
-            return len(data)
-        need = 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4
-        return len(data) if back >= need else len(data) - back
-    return len(data)

@@ -117,6 +117,7 @@ def as_json(session: ChatSession, turn: Turn) -> dict:
         "spans": spans(turn.rounds),
         "stats": turn.stats.to_dict(),
         "finish": turn.finish,
+        "drafter_failed": turn.drafter_failed or None,  # the drafter that failed mid-reply, and why
         "pair": session.pair,
         "drafter": session.drafter_name,
         "k": session.k,
@@ -203,6 +204,8 @@ def run_once(
     report = constraint_report(session, turn)
     if report is not None:
         out.note(constraint_line(report), "dim" if report["valid"] else "yellow")
+    if turn.drafter_failed:
+        out.note(turn.drafter_failed, "yellow")
     if turn.finish == "context":
         out.note("stopped: the context is full", "yellow")
     return 0

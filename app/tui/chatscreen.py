@@ -239,6 +239,8 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         self.finish_generation()
         if turn.finish == "cut":  # a server's stream ended mid-reply: the partial reply stays
             self.notify(turn.error, title="server", severity="error", timeout=15)
+        if turn.drafter_failed:  # the reply went on plainly
+            self.notify(turn.drafter_failed, title="drafter", severity="warning", timeout=15)
         if turn.dropped_turns:
             self.notify(f"dropped the {turn.dropped_turns} oldest exchange(s) to fit the context")
         if note := branch_note(stats.get("alpha"), self.chat.branched_from):
@@ -248,7 +250,7 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
     @on(ReplyFailed)
     def reply_failed(self, msg: ReplyFailed) -> None:
         err = msg.error
-        text = getattr(err, "message", None) or f"{type(err).__name__}: {err}"
+        text = err.one_line() if isinstance(err, SpecchatError) else f"{type(err).__name__}: {err}"
         msg.reply.end({"drafters": []}, "error")
         msg.reply.query_one(StatsLine).update(Content(safe_text(f"failed: {text}")))
         self.chat.conversation.turn_failed(msg.sent)  # a failed turn leaves no message in the history
