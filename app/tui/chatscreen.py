@@ -237,12 +237,8 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         msg.reply.end(stats, turn.finish)
         self.chat.conversation.replied(turn.text, turn.finish, stats, msg.reply.spans)
         self.finish_generation()
-        if turn.finish == "cut":  # a server's stream ended mid-reply: the partial reply stays
-            self.notify(turn.error, title="server", severity="error", timeout=15)
-        if turn.drafter_failed:  # the reply went on plainly
-            self.notify(turn.drafter_failed, title="drafter", severity="warning", timeout=15)
-        if turn.dropped_turns:
-            self.notify(f"dropped the {turn.dropped_turns} oldest exchange(s) to fit the context")
+        for notice in self.chat.turn_notices(turn):
+            self.tell(notice)
         if note := branch_note(stats.get("alpha"), self.chat.branched_from):
             self.notify(note, title="branch", timeout=10)
         self.chat.branched_from = None

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specchat.attach import Attachment, read_attachment
 from specchat.drafters import NEEDS_CONSTRAINT, default_k
 from specchat.errors import SpecchatError
 from specchat.tui.conversation import Conversation
 from specchat.tui.models import Session
+
+if TYPE_CHECKING:
+    from specchat.engine import Turn
 
 DRAFT_LOADING = "loading the draft model: the reply goes on once it has loaded"
 
@@ -201,6 +205,18 @@ class ChatController:
         self.cancel_event = threading.Event()
         self.live_tok_s, self.auto_choice = 0.0, ""
         return self.cancel_event
+
+    @staticmethod
+    def turn_notices(turn: Turn) -> list[Notice]:
+        """What a finished reply says besides its stats line."""
+        notices = []
+        if turn.finish == "cut":  # a server's stream ended mid-reply: the partial reply stays
+            notices.append(Notice(turn.error, "error", 15, "server"))
+        if turn.drafter_failed:  # the reply went on plainly
+            notices.append(Notice(turn.drafter_failed, "warning", 15, "drafter"))
+        if turn.dropped_turns:
+            notices.append(Notice(f"dropped the {turn.dropped_turns} oldest exchange(s) to fit the context"))
+        return notices
 
     def end_turn(self) -> None:
         self.generating = False
