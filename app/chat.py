@@ -352,10 +352,8 @@ class ChatSession(Dialogue[Turn]):
             if len(prompt) + room <= self.n_ctx:
                 return prompt, dropped
             if len(self._messages) <= 1:
-                raise SpecchatError(
-                    f"the prompt is {len(prompt)} tokens; the context holds {self.n_ctx}",
-                    hint="shorten the message or raise --ctx",
-                )
+                system = len(self.target.tokenize(self.system, special=False)) if self.system else 0
+                raise too_long(len(prompt), system, room, self.n_ctx)
             self.drop_oldest()
             dropped += 1
 
@@ -366,3 +364,16 @@ class ChatSession(Dialogue[Turn]):
         with self._decoding, self._remembering:  # ...and the models are freed after both
             self.drafters.close()
             self.target.close()
+
+
+def too_long(prompt: int, system: int, room: int, n_ctx: int) -> SpecchatError:
+    """Why a new message cannot be answered (token counts): the system
+    prompt, where it alone leaves no room for a reply; else the prompt."""
+    if system + room > n_ctx:
+        return SpecchatError(
+            f"the system prompt alone is {system} tokens of the context's {n_ctx}",
+            hint="shorten it (/system in the chat, --system for run) or raise the context (--ctx, ctx in settings.toml)",
+        )
+    return SpecchatError(
+        f"the prompt is {prompt} tokens; the context holds {n_ctx}", hint="shorten the message or raise --ctx"
+    )

@@ -72,6 +72,14 @@ def constraint(json_schema: str | None, grammar: str | None, server: str | None 
     return load_gbnf(grammar)
 
 
+def model_file(value: str | None, flag: str) -> str | None:
+    """--target or --draft: None is left out; an empty path is a mistake,
+    never "left out", which would open the default pair instead."""
+    if value is not None and not value.strip():
+        raise SpecchatError(f"{flag} is empty", hint=f"pass the path of a .gguf file, or leave {flag} out", code=2)
+    return value
+
+
 def temperature(value: float, flag: str = "--temp") -> float:
     if not math.isfinite(value) or value < 0:
         raise _bad(flag, value, "it must be a finite number ≥ 0", "0 is greedy; 0.7 is a common choice")

@@ -116,8 +116,11 @@ def rm(
     pairs: list[str] = typer.Argument(
         ..., help="Pairs whose files to delete (name two pairs to delete the files they share)."
     ),
+    force: bool = typer.Option(
+        False, "--force", help="Delete a file even where a local pair opens it (that pair then cannot open)."
+    ),
 ) -> None:
     """Delete pairs' files that no other pulled pair uses."""
     from specchat.store.inventory import run_rm
 
-    run_rm(pairs)
+    run_rm(pairs, force)

@@ -23,6 +23,7 @@ to the defaults and reports a clear message naming the line.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Callable
@@ -49,6 +50,9 @@ class Settings:
     memory: bool = True  # draft from this user's earlier replies in the history (F10: off for one chat)
     extra_bufts: str = "auto"  # llama.cpp's repacked/AMX CPU buffers: off on AMX CPUs, else probed (llamacpp.kernels)
     keymap: dict[str, str] = field(default_factory=dict)
+    # Where each [keymap] entry sits ("PATH, line N"), so the chat's warning
+    # about an entry it cannot bind (tui/keys.py) names its line.
+    keymap_where: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass
@@ -129,13 +133,39 @@ def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
             errors.append(f"{where}: unknown setting {key!r}; ignored")
         elif not _has_type(key, value):
             errors.append(f"{where}: {key} should be {_type_name(key)}, not {value!r}; using {_default(s, key)}")
-        elif key == "keymap" and not all(isinstance(v, str) for v in value.values()):
-            errors.append(f'{where}: keymap values should be key strings like "ctrl+d"; ignored')
+        elif key == "keymap":
+            s.keymap, s.keymap_where = _keymap(value, text, path, errors)
         elif (problem := _out_of_range(key, value)) is not None:
             errors.append(f"{where}: {problem}; using {_default(s, key)}")
         else:
             setattr(s, key, float(value) if key in ("temperature", "top_p") else value)
     return s, errors
+
+
+def _keymap(table: dict, text: str, path: Path, errors: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The [keymap] entries whose value is a string, and where each sits;
+    every other entry is named by its line and left out, the rest kept.
+    Which ids and keys exist is the chat's to check (tui/keys.py)."""
+    keymap, where = {}, {}
+    for name, keys in table.items():
+        at = f"{path}, line {_keymap_line(text, name)}"
+        if isinstance(keys, str):
+            keymap[name], where[name] = keys, at
+        else:
+            errors.append(f'{at}: keymap.{name} should be a key string like "ctrl+d", not {keys!r}; ignored')
+    return keymap, where
+
+
+def _keymap_line(text: str, name: str) -> int:
+    """The line of `name` under [keymap] (or written keymap.NAME); else the table's own."""
+    entry = rf"\s*[\"']?{re.escape(name)}[\"']?\s*="
+    in_table = False
+    for i, line in enumerate(text.splitlines(), 1):
+        if re.match(r"\s*\[", line):
+            in_table = re.match(r"\s*\[\s*[\"']?keymap[\"']?\s*\]", line) is not None
+        elif (in_table and re.match(entry, line)) or re.match(rf"\s*keymap\s*\.{entry}", line):
+            return i
+    return _line_of(text, "keymap")
 
 
 def _has_type(key: str, value: object) -> bool:
@@ -177,8 +207,17 @@ def _line_of(text: str, key: str) -> int:
 
 def save_settings(changes: dict, path: Path | None = None) -> None:
     """Set these keys in the file, keeping everything else (comments too).
-    A file that does not parse is left alone: the user's text wins."""
+    A file that does not parse is left alone: the user's text wins. A link
+    (settings kept with the user's dotfiles) is written through, at the file
+    it points to; a read-only file is the user's choice, left alone: OSError,
+    as where the folder cannot be written."""
     path = path or paths.settings_file()
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))  # replacing the link would cut it from the user's copy
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and _read_only(path):
+        raise OSError(f"{path} is read-only")
     try:
         text = _read(path) if path.is_file() else ""
         doc = tomlkit.parse(text)
@@ -191,5 +230,10 @@ def save_settings(changes: dict, path: Path | None = None) -> None:
             doc.pop(key, None)
         else:
             doc[key] = value
-    path.parent.mkdir(parents=True, exist_ok=True)
-    paths.write_atomic(path, tomlkit.dumps(doc))  # never through a link planted beside it
+    paths.write_atomic(path, tomlkit.dumps(doc))  # beside the file, then renamed over it
+
+
+def _read_only(path: Path) -> bool:
+    """No write bit (chmod a-w), or none for this user. Root may write any
+    file, so the bits are what says the user wants it kept as it is."""
+    return not path.stat().st_mode & 0o222 or not os.access(path, os.W_OK)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from specchat import checks
 from specchat.chat import ChatSession
 from specchat.errors import SpecchatError
 from specchat.sampling import SamplingParams
@@ -18,7 +19,9 @@ from specchat.sampling import SamplingParams
 
 def pair_files(pair: str | None, target: str | None, draft: str | None) -> tuple[str, Path, Path | None]:
     """(pair label, target path, draft path or None): files given by path,
-    a local pair (`specchat models add`), or a pulled pair."""
+    a local pair (`specchat models add`), or a pulled pair. An empty name or
+    path is refused, never taken for the default pair."""
+    target, draft = checks.model_file(target, "--target"), checks.model_file(draft, "--draft")
     if target:
         t = Path(target).expanduser()
         d = Path(draft).expanduser() if draft else None
@@ -31,7 +34,7 @@ def pair_files(pair: str | None, target: str | None, draft: str | None) -> tuple
     from specchat.store import local
     from specchat.store.pairs import default_pair_name, resolve_pair
 
-    name = pair or default_pair_name()
+    name = default_pair_name() if pair is None else pair  # "" is the catalog's error
     mine = local.get(name)
     if mine is not None:  # files the user registered with `specchat models add`
         return (name, *local.resolve(mine))

@@ -8,7 +8,6 @@ registered, with their paths) and `specchat rm`
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from rich import filesize
 from rich.console import Console
@@ -17,7 +16,7 @@ from specchat.errors import SpecchatError
 from specchat.store import files as store
 from specchat.store import local
 from specchat.store.catalog import ModelFile, load_catalog
-from specchat.store.pairs import default_pair_name, pair_status, remove_pairs
+from specchat.store.pairs import default_pair_name, pair_status, refuse_local_users, remove_pairs
 from specchat.store.pull import UI
 from specchat.textsafe import safe_json, safe_text
 
@@ -152,11 +151,15 @@ def _file_lines(role: str, f: dict, pair: str) -> list[str]:
     return [f"    {role:<7} {size:>9}  {state}", f"{'':>21}{f['path']}"]
 
 
-def run_rm(names: list[str]) -> None:
-    """`specchat rm PAIR...`: delete their files unless a pulled pair not named uses them;
-    forget the local pairs named, keeping their files."""
+def run_rm(names: list[str], force: bool = False) -> None:
+    """`specchat rm PAIR...`: delete their files unless a pulled pair not named uses them
+    (or, without `force`, a local pair not named opens one); forget the local pairs named,
+    keeping their files."""
     mine = local.load()
-    for name in [n for n in dict.fromkeys(names) if n in mine]:
+    forgotten = [n for n in dict.fromkeys(names) if n in mine]
+    if not force and any(n not in mine for n in names):  # before anything is deleted or forgotten
+        refuse_local_users([n for n in names if n not in mine], forgotten)
+    for name in forgotten:
         pair = local.remove(name)
         kept = ", ".join(str(f.path) for _, f in pair.files())
         print(safe_text(f"forgot local pair {name}; its files stay where they are: {kept}"))
@@ -171,8 +174,8 @@ def run_rm(names: list[str]) -> None:
         ) from None
     for path in result["removed"]:
         print(safe_text(f"deleted {path}"))
-        for pair in mine.values():  # a local pair that registered the store's own file by its path
-            if any(Path(f.path).absolute() == Path(path).absolute() for _, f in pair.files()):
+        for pair in (p for p in mine.values() if p.name not in forgotten):  # a local pair that registered this file
+            if any(os.path.realpath(f.path) == os.path.realpath(path) for _, f in pair.files()):
                 print(
                     safe_text(
                         f"warning: local pair {pair.name} used {path}; it cannot open now "

@@ -7,6 +7,7 @@ removing a pair's files (those no other pulled pair uses).
 from __future__ import annotations
 
 import contextlib
+import os
 import stat
 from pathlib import Path
 
@@ -169,22 +170,50 @@ def remove_pairs(names: list[str], root: Path | None = None) -> dict:
     Returns {"pair": the first name, "pairs": [names], "removed": [paths],
     "kept": {path: [pairs that still use it]}}.
     """
+    pairs, doomed, kept = _removal(names, root)
+    with contextlib.suppress(OSError):  # what dead pulls left; a read-only store says so below
+        clean_scratch(root)
+    removed = [str(file_path(f, root)) for f in doomed if has_folder(file_path(f, root), root) and delete_file(f, root)]
+    return {"pair": pairs[0].name, "pairs": [p.name for p in pairs], "removed": removed, "kept": kept}
+
+
+def _removal(names: list[str], root: Path | None) -> tuple[list[Pair], list[ModelFile], dict[str, list[str]]]:
+    """(the pairs named, the files removing them deletes, {path: pulled pairs not named that keep it})."""
     catalog = load_catalog()
     pairs = [catalog.get(n) for n in dict.fromkeys(names)]
     chosen = {p.name for p in pairs}
     others = [p for p in catalog.pairs.values() if p.name not in chosen and pair_ready(p, root)]
-    with contextlib.suppress(OSError):  # what dead pulls left; a read-only store says so below
-        clean_scratch(root)
-    removed: list[str] = []
+    doomed: list[ModelFile] = []
     kept: dict[str, list[str]] = {}
     for f in {f.store_key: f for p in pairs for _, f in p.roles()}.values():
-        path = file_path(f, root)
         users = [p.name for p in others if f.store_key in {g.store_key for _, g in p.roles()}]
         if users:
-            kept[str(path)] = users
-        elif has_folder(path, root) and delete_file(f, root):
-            removed.append(str(path))
-    return {"pair": pairs[0].name, "pairs": [p.name for p in pairs], "removed": removed, "kept": kept}
+            kept[str(file_path(f, root))] = users
+        else:
+            doomed.append(f)
+    return pairs, doomed, kept
+
+
+def refuse_local_users(names: list[str], forgotten: list[str], root: Path | None = None) -> None:
+    """Before `rm` deletes anything: one line naming each store file it would
+    delete that a local pair (`models add`, other than those it forgets)
+    opens, since that pair could not open afterwards."""
+    _, doomed, _ = _removal(names, root)
+    gone = {os.path.realpath(file_path(f, root)): file_path(f, root) for f in doomed}
+    users = {
+        (pair.name, gone[real])
+        for pair in local.load().values()
+        if pair.name not in forgotten
+        for _, f in pair.files()
+        if (real := os.path.realpath(f.path)) in gone and Path(real).is_file()
+    }
+    if users:
+        opens = "; ".join(f"local pair {name} opens {path}" for name, path in sorted(users))
+        everyone = " ".join([*dict.fromkeys(names), *sorted({name for name, _ in users})])
+        raise SpecchatError(
+            f"nothing deleted: {opens}, which this would delete",
+            hint=f"--force deletes it anyway (that pair then cannot open); `specchat rm {everyone}` forgets it too",
+        )
 
 
 def has_folder(path: Path, root: Path | None) -> bool:

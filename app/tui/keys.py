@@ -2,16 +2,19 @@
 with an id, so `[keymap]` in the settings can remap it), the command
 palette and the legend's key list. What each one does is SpecchatApp's
 `action_<name>`, which asks the ChatController (controller.py) for the rules.
+`checked_keymap` keeps the [keymap] entries that bind and names the others.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.keys import REPLACED_KEYS, Keys, key_to_character
 
 
 @dataclass(frozen=True)
@@ -147,3 +150,49 @@ def keymap_conflicts(keymap: dict[str, str]) -> list[str]:
         for key, ids in by_key.items()
         if key and len(ids) > 1
     ]
+
+
+_MODIFIERS = {"ctrl", "shift", "alt", "meta", "super", "hyper"}
+# Textual's names of keys ("f9", "left", "pageup"; "minus", "slash"), without their modifiers.
+_NAMES = {k.value.rpartition("+")[2] for k in Keys if not k.value.startswith("<")} | set(REPLACED_KEYS)
+_KEY_EXAMPLES = 'keys look like "ctrl+d", "f9" or "alt+left"'
+
+
+def is_key(key: str) -> bool:
+    """A key Textual can report: one character, or modifiers and a key's name."""
+    if len(key) == 1:
+        return True
+    *modifiers, name = key.split("+")
+    known = len(name) == 1 or name in _NAMES or key_to_character(name) is not None
+    return known and all(m in _MODIFIERS for m in modifiers)
+
+
+def checked_keymap(keymap: dict[str, str], where: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """The [keymap] entries that bind one of ACTIONS to keys, and one warning
+    per entry left out (empty, not a key, no such id), naming it and, from
+    `where` (config.Settings.keymap_where), its line; a left-out binding keeps its own key."""
+    defaults = {a.id: a.keys for a in ACTIONS}
+    kept: dict[str, str] = {}
+    warnings: list[str] = []
+    for name, keys in keymap.items():
+        problem = _problem(name, keys, defaults)
+        if problem is None:
+            kept[name] = keys
+        else:
+            at = (where or {}).get(name)
+            warnings.append(f"{at}: {problem}" if at else problem)
+    return kept, warnings
+
+
+def _problem(name: str, keys: str, defaults: dict[str, str]) -> str | None:
+    if name not in defaults:
+        near = difflib.get_close_matches(name, defaults, n=1)
+        ids = f"did you mean {near[0]}?" if near else f"the ids: {', '.join(defaults)}"
+        return f"keymap.{name} is not the id of any key; ignored ({ids})"
+    keeps = f"{name} keeps {defaults[name]}"
+    if not keys.strip():
+        return f"keymap.{name} is empty; {keeps}"
+    bad = [key.strip() for key in keys.split(",") if not is_key(key.strip())]
+    if bad:
+        return f"keymap.{name}: {bad[0]!r} is not a key ({_KEY_EXAMPLES}); {keeps}"
+    return None

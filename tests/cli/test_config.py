@@ -37,14 +37,30 @@ def test_bad_toml_names_the_line_and_falls_back(tmp_path):
 
 def test_bad_values_name_their_line_and_keep_the_rest(tmp_path):
     path = tmp_path / "settings.toml"
-    path.write_text('# mine\npair = "p"\nk = "eight"\ntemperature = -1\nbogus = 1\n[keymap]\nnew_chat = 5\n')
+    path.write_text('# mine\npair = "p"\nk = "eight"\ntemperature = -1\nbogus = 1\n[keymap]\nnew_chat = 5\nlegend = "f11"\n')
     loaded = read_settings(path)
     assert loaded.settings.pair == "p"
-    assert loaded.settings.k is None and loaded.settings.temperature == 0.0 and loaded.settings.keymap == {}
+    assert loaded.settings.k is None and loaded.settings.temperature == 0.0
+    assert loaded.settings.keymap == {"legend": "f11"}  # the rest of the keymap is kept
     lines = {e.split(": ", 1)[0].rsplit(", ", 1)[1]: e for e in loaded.errors}
-    assert set(lines) == {"line 3", "line 4", "line 5", "line 6"}
+    assert set(lines) == {"line 3", "line 4", "line 5", "line 7"}
+    assert 'keymap.new_chat should be a key string like "ctrl+d", not 5; ignored' in lines["line 7"]
     assert "k should be a whole number, not 'eight'; using each drafter's own" in lines["line 3"]
     assert "unknown setting 'bogus'" in lines["line 5"]
+
+
+def test_each_keymap_entry_knows_its_own_line(tmp_path):
+    path = tmp_path / "settings.toml"
+    path.write_text('memory = true\n\n[keymap]\n# mine\n"memory" = "f11"\nlegend = "f1"\n')
+    s = read_settings(path).settings
+    assert s.keymap == {"memory": "f11", "legend": "f1"}
+    assert s.keymap_where == {"memory": f"{path}, line 5", "legend": f"{path}, line 6"}  # not memory's own line 1
+    dotted = tmp_path / "dotted.toml"
+    dotted.write_text('k = 4\nkeymap.history = "f12"\n')
+    assert read_settings(dotted).settings.keymap_where == {"history": f"{dotted}, line 2"}
+    inline = tmp_path / "inline.toml"
+    inline.write_text('k = 4\nkeymap = { legend = "f12" }\n')
+    assert read_settings(inline).settings.keymap_where == {"legend": f"{inline}, line 2"}
 
 
 def test_k_out_of_range(tmp_path):

@@ -128,7 +128,7 @@ def test_rm_says_which_local_pair_used_a_deleted_file(tiny_pair, tmp_path, hub_s
     pull_pair("small", source="hub", progress=False, console=Console(file=io.StringIO()))
     stored = store.file_path(load_catalog().get("small").target)
     assert CliRunner().invoke(app, ["models", "add", "mine", "--target", str(stored)]).exit_code == 0
-    r = CliRunner().invoke(app, ["rm", "small"], env={"COLUMNS": "300"})
+    r = CliRunner().invoke(app, ["rm", "small", "--force"], env={"COLUMNS": "300"})  # a local pair opens it
     assert r.exit_code == 0 and r.stdout.splitlines() == [
         f"deleted {stored}",
         f"warning: local pair mine used {stored}; it cannot open now (specchat rm mine forgets it)",

