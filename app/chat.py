@@ -280,7 +280,7 @@ class ChatSession(Dialogue[Turn]):
         read): a conversation forgotten since, or a clear, drops the rest.
         Replies tokenized by an earlier run on this model come from the
         token cache (tokencache.py): only new ones are tokenized."""
-        cache = TokenCache(self.cost_key, self.system) if self.cost_key else None
+        cache = TokenCache(self.cost_key, self.system, self.target.n_vocab) if self.cost_key else None
         try:
             with self._remembering:
                 for owner, user_text, reply in replies:

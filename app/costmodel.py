@@ -34,7 +34,7 @@ import math
 import threading
 import time
 
-from specchat import kvcache, paths
+from specchat import kept, kvcache
 
 # On a CPU: every size up to 8, then the usual draft lengths up to the
 # longest verify (k = 64: 65 positions). CPU kernels change at batch sizes
@@ -227,6 +227,15 @@ class CostModel:
         self.measured = dict(points)
         self.seen = {}
 
+    def resume(self, seconds: dict[int, float], measured: dict[int, float], seen: dict[int, int]) -> None:
+        """Start from a kept curve as live rounds left it: `seconds` refined
+        from the curve `measured` by `seen` rounds per size, so drift is
+        judged over every session that used it."""
+        self.load(measured)
+        self.seconds = dict(seconds)
+        self._known = sorted(seconds)
+        self.seen = dict(seen)
+
     def drifted(self) -> int | None:
         """A size whose live rounds (seen DRIFT_ROUNDS times or more) moved it
         more than DRIFT from the measured curve, or None."""
@@ -245,61 +254,122 @@ class CostModel:
 
 
 CURVES = "cost-curves.json"  # in the data folder
+CURVES_MAX_BYTES = 1 << 20  # a bigger one is no record of specchat's: 32 GPU curves take about 250 kB
+CURVES_KEPT = 32  # curves kept, the most recently saved (measured or used by a turn); the oldest go first
+
+
+def _points(raw: object) -> dict[int, float] | None:
+    """A kept {"n": seconds} read back: positive, finite seconds at sizes 1 to 4096; None where it is not one."""
+    if not isinstance(raw, dict):
+        return None
+    curve: dict[int, float] = {}
+    for n, t in raw.items():
+        if not (isinstance(n, str) and n.isdigit() and isinstance(t, (int, float)) and not isinstance(t, bool)):
+            return None
+        if not (math.isfinite(t) and t > 0 and 1 <= int(n) <= 4096):
+            return None
+        curve[int(n)] = float(t)
+    return curve
+
+
+def _entry(key: str) -> dict:
+    entry = kept.read_json(CURVES, CURVES_MAX_BYTES).get(key)
+    return entry if isinstance(entry, dict) else {}
+
+
+def _curve(entry: dict) -> dict[int, float] | None:
+    curve = _points(entry.get("seconds"))
+    return curve if curve and 1 in curve and len(curve) >= 3 and not implausible(curve) else None
+
+
+def _date(entry: dict, field: str = "measured") -> float | None:
+    """A Unix time the entry holds; one in the future is no date (no measurement
+    was taken there: a planted date would keep a curve from ever being old)."""
+    when = entry.get(field, entry.get("saved"))
+    if not isinstance(when, (int, float)) or isinstance(when, bool) or not math.isfinite(when):
+        return None
+    return float(when) if when <= time.time() else None
+
+
+def _evidence(entry: dict, curve: dict[int, float]) -> tuple[dict[int, float], dict[int, int]]:
+    """What live rounds had to say of a kept curve: the curve as measured,
+    and the rounds seen per size since (the curve itself and none, where the
+    entry keeps none that reads)."""
+    reference, seen = _points(entry.get("reference")), entry.get("seen")
+    if reference is None or not isinstance(seen, dict):
+        return curve, {}
+    counts: dict[int, int] = {}
+    for n, count in seen.items():
+        if not (isinstance(n, str) and n.isdigit() and type(count) is int and 0 <= count < 1 << 31):
+            return curve, {}
+        counts[int(n)] = count
+    return reference, counts
 
 
 def saved_curve(key: str) -> dict[int, float] | None:
     """The curve kept for this cost key, if one was kept and reads as one:
     positive, finite seconds for at least three sizes, one of them 1, and
     no size implausible (measured again)."""
-    entry = paths.read_kept(CURVES).get(key)
-    points = entry.get("seconds") if isinstance(entry, dict) else None
-    if not isinstance(points, dict):
-        return None
-    curve: dict[int, float] = {}
-    for n, t in points.items():
-        if not (isinstance(n, str) and n.isdigit() and isinstance(t, (int, float)) and not isinstance(t, bool)):
-            return None
-        if not (math.isfinite(t) and t > 0 and 1 <= int(n) <= 4096):
-            return None
-        curve[int(n)] = float(t)
-    if 1 not in curve or len(curve) < 3 or implausible(curve):
-        return None
-    return curve
+    return _curve(_entry(key))
 
 
 def measured_at(key: str) -> float | None:
-    """When the curve kept for this key was measured (a Unix time), if it says."""
-    entry = paths.read_kept(CURVES).get(key)
-    when = entry.get("measured", entry.get("saved")) if isinstance(entry, dict) else None
-    return (
-        float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when) else None
-    )
+    """When the curve kept for this key was measured (a Unix time), if it says and it is not in the future."""
+    return _date(_entry(key))
 
 
-def save_curve(key: str, points: dict[int, float], measured: float | None = None) -> None:
+def save_curve(
+    key: str,
+    points: dict[int, float],
+    measured: float | None = None,
+    reference: dict[int, float] | None = None,
+    seen: dict[int, int] | None = None,
+) -> None:
     """Keep this curve for the cost key (replacing what was kept), with when
-    it was measured (now, unless told); a data folder that cannot be written
-    costs only a measurement next time."""
-    curves = paths.read_kept(CURVES)
-    curves[key] = {
+    it was measured (now, unless told) and, where live rounds refined it,
+    the curve as measured and the rounds seen per size, so that the next
+    session goes on judging its drift. Only the CURVES_KEPT most recently
+    saved curves stay. A data folder that cannot be written costs only a
+    measurement next time."""
+    now = time.time()
+    entry: dict = {
         "seconds": {str(n): t for n, t in sorted(points.items())},
-        "measured": time.time() if measured is None else measured,
-        "saved": time.time(),
+        "measured": now if measured is None else measured,
+        "saved": now,
     }
-    paths.keep(CURVES, curves)
+    if reference is not None:
+        entry["reference"] = {str(n): t for n, t in sorted(reference.items())}
+        entry["seen"] = {str(n): count for n, count in sorted((seen or {}).items())}
+    curves = {k: e for k, e in kept.read_json(CURVES, CURVES_MAX_BYTES).items() if isinstance(e, dict)}
+    curves[key] = entry
+
+    def recent(k: str) -> tuple[bool, float]:  # the curve saved now first, then the others by when they were saved
+        return k == key, _date(curves[k], "saved") or 0.0
+
+    newest = set(sorted(curves, key=recent, reverse=True)[:CURVES_KEPT])
+    kept.keep(CURVES, {k: e for k, e in curves.items() if k in newest})
 
 
 class KeptCurve:
     """A CostModel and the curve kept for its cost key (None: keep none):
-    where the curve came from, when it was measured, whether it is due again."""
+    where the curve came from, when it was measured, whether it is due again.
+    A kept curve is taken only where it says when it was measured (a date in
+    the future is none) and live rounds, in this session or the ones before,
+    have not moved it past DRIFT: any other is measured again before auto
+    prices by it, in `run` as in the chat."""
 
     def __init__(self, costs: CostModel, key: str | None) -> None:
         self.costs, self.key = costs, key
-        saved = saved_curve(key) if key else None
-        if saved:
-            costs.load(saved)
-        self.source = "saved" if saved else "none"  # "measured" once this session has measured it
-        self.measured = measured_at(key) if saved and key else None  # a Unix time
+        entry = _entry(key) if key else {}
+        saved = _curve(entry)
+        self.measured = _date(entry) if saved else None  # a Unix time
+        if saved and self.measured is not None:
+            costs.resume(saved, *_evidence(entry, saved))
+            if costs.drifted() is not None:  # earlier sessions' rounds disagree with it
+                costs.load({})
+        self.source = "saved" if costs.calibrated else "none"  # "measured" once this session has measured it
+        if not costs.calibrated:
+            self.measured = None
 
     def due(self) -> str | None:
         """Why the curve should be measured again: "missing", "old" (measured
@@ -319,7 +389,9 @@ class KeptCurve:
 
     def keep(self) -> None:
         """Keep the curve as it is now (live rounds refine it), with when it
-        was measured; one measured on a busy machine (`implausible`) is not
-        kept, so the next session measures it again."""
-        if self.costs.calibrated and self.key and not implausible(self.costs.measured):
-            save_curve(self.key, self.costs.seconds, self.measured)
+        was measured and what live rounds have seen of it; one measured on a
+        busy machine (`implausible`) is not kept, so the next session measures
+        it again."""
+        costs = self.costs
+        if costs.calibrated and self.key and not implausible(costs.measured):
+            save_curve(self.key, costs.seconds, self.measured, costs.measured, costs.seen)

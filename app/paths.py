@@ -6,9 +6,10 @@ folder, which is how the tests isolate themselves.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import secrets
+import stat
 from pathlib import Path
 
 import platformdirs
@@ -58,22 +59,34 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def read_kept(name: str) -> dict:
-    """A JSON record specchat keeps in its data folder (cost-curves.json,
-    kernels.json): {} where there is none yet or it does not read as one."""
+def replace_bytes(path: Path, data: bytes, like: os.stat_result) -> os.stat_result:
+    """Write a file whole or not at all, as write_atomic does, keeping what
+    the file it replaces was (`like`: its mode, and its owner where this
+    user may set it), and on the disk before it takes the old one's place.
+    The new file's stat; OSError where it cannot."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        data = json.loads((data_dir() / name).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # RecursionError: nested past any parser
-        return {}
-    return data if isinstance(data, dict) else {}
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            with contextlib.suppress(OSError):  # only root may give a file to another user
+                os.fchown(fd, like.st_uid, like.st_gid)
+            os.fchmod(fd, stat.S_IMODE(like.st_mode))
+            os.fsync(fd)
+            new = os.fstat(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return new
 
 
-def keep(name: str, data: dict) -> None:
-    """Write such a record whole; a data folder that cannot be written costs
-    only the work of finding the record again next time."""
-    path = data_dir() / name
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps(data, indent=1))
-    except OSError:
-        pass
+def link_out(path: Path, folder: Path) -> Path | None:
+    """Where `path` leads (links resolved) when it lies in `folder` but a
+    link takes it out; None where it stays in, or where the path names a
+    place outside the folder itself. The one rule for what a file given
+    in a folder may be: `--prompts` (bench) and attached files follow it."""
+    inside = Path(os.path.abspath(path)).is_relative_to(os.path.abspath(folder))
+    target = Path(os.path.realpath(path))
+    return target if inside and not target.is_relative_to(os.path.realpath(folder)) else None

@@ -1,6 +1,6 @@
 """Write a tiny GGUF with random weights in a real architecture's layout.
 
-    python tools/synth_gguf.py ARCH OUT.gguf [--tokenizer-from GGUF]
+    python tools/synth_gguf.py ARCH OUT.gguf [--tokenizer-from GGUF] [--force]
 
 ARCH is one of: llama, qwen2, qwen3moe, gemma3, qwen35 (Qwen3.5 with its MTP
 layer). The file holds the tensor names, shapes and metadata keys that
@@ -15,17 +15,26 @@ The models are tiny on purpose (hidden size 64, a few layers and heads) and
 the embedding is tied to the output, so the files are about 8 MB, mostly the
 49152-token vocabulary, and load in a fraction of a second. The seed is fixed:
 the same command writes the same bytes.
+
+The file is written beside OUT under a temporary name and renamed into
+place, so an OUT that exists is either left as it was or replaced whole; an
+existing OUT is replaced only with --force, and never where it is a folder,
+a pipe or a device.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
+from specchat.errors import SpecchatError
+from specchat.textsafe import safe_text
 
 # isort: split
 import gguf
@@ -293,6 +302,22 @@ def tokenizer_fields(path: Path) -> list[tuple[str, Any, gguf.GGUFValueType, ggu
     return fields
 
 
+def read_tokenizer(path: Path) -> tuple[list, int]:
+    """The tokenizer.* fields of a GGUF and its vocabulary's size; a SpecchatError where it holds none."""
+    if not path.is_file():
+        raise SpecchatError(
+            f"no GGUF file {path}", hint="give a GGUF model to copy the tokenizer from (--tokenizer-from)"
+        )
+    try:
+        fields = tokenizer_fields(path)
+    except (OSError, ValueError) as err:  # gguf's reader: no GGUF magic, a header cut short
+        raise SpecchatError(f"cannot read {path} as a GGUF file ({err})", hint="give a GGUF model") from None
+    sizes = [len(value) for key, value, _, _ in fields if key == "tokenizer.ggml.tokens"]
+    if not sizes:
+        raise SpecchatError(f"{path} holds no tokenizer", hint="give a GGUF model that has one")
+    return fields, sizes[0]
+
+
 # --- writing -------------------------------------------------------------------------------
 
 
@@ -302,25 +327,50 @@ def write(
     """Write the synthetic ARCH model to out and return its path (another
     seed: other weights, the same layout and tokenizer, so a draft model
     for it that disagrees; `template`: another chat template, as a model
-    file may carry one that is broken or hostile)."""
+    file may carry one that is broken or hostile). It is written to a
+    temporary file beside `out`, then renamed over it."""
     if arch not in ARCHS:
         raise ValueError(f"unknown arch {arch!r}: choose one of {', '.join(ARCHS)}")
-    fields = tokenizer_fields(tokenizer_from)
-    n_vocab = next(len(value) for key, value, _, _ in fields if key == "tokenizer.ggml.tokens")
+    fields, n_vocab = read_tokenizer(tokenizer_from)
     rng = np.random.default_rng(seed)
-    w = gguf.GGUFWriter(out, arch)
-    tensors = ARCHS[arch](w, rng, n_vocab)
-    for key, value, vtype, sub_type in fields:
-        if key == "tokenizer.chat_template" and template is not None:
-            value = template
-        w.add_key_value(key, value, vtype, sub_type)
-    for name, array in tensors.items():
-        w.add_tensor(name, array)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    tmp = out.with_name(f".{out.name}.{secrets.token_hex(6)}.tmp")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))  # a name of its own
+    try:
+        w = gguf.GGUFWriter(tmp, arch)
+        tensors = ARCHS[arch](w, rng, n_vocab)
+        for key, value, vtype, sub_type in fields:
+            if key == "tokenizer.chat_template" and template is not None:
+                value = template
+            w.add_key_value(key, value, vtype, sub_type)
+        for name, array in tensors.items():
+            w.add_tensor(name, array)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return out
+
+
+def check_out(out: Path, force: bool) -> None:
+    """OUT must be a new file in a folder that exists, or with --force a regular file to replace."""
+    if not out.parent.is_dir():
+        raise SpecchatError(f"no folder {out.parent} to write {out.name} in", hint="make the folder first")
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise SpecchatError(f"cannot look at {out} ({err.strerror})", hint="give a path you may write") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise SpecchatError(f"{out} is a folder", hint="give the path of a .gguf file to write")
+    if not stat.S_ISREG(st.st_mode):
+        raise SpecchatError(f"{out} is not a regular file (a pipe or a device)", hint="give a new .gguf path")
+    if not force:
+        raise SpecchatError(f"{out} exists", hint="pass --force to replace it")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,9 +381,18 @@ def main(argv: list[str] | None = None) -> int:
         "--tokenizer-from", type=Path, default=DEFAULT_TOKENIZER, help="GGUF to copy the tokenizer.* keys from"
     )
     parser.add_argument("--seed", type=int, default=SEED, help="other weights, the same layout")
+    parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
     args = parser.parse_args(argv)
-    path = write(args.arch, args.out, args.tokenizer_from, args.seed)
-    print(f"{path}: {args.arch}, {path.stat().st_size / 1e6:.1f} MB")
+    try:
+        check_out(args.out, args.force)
+        try:
+            path = write(args.arch, args.out, args.tokenizer_from, args.seed)
+        except OSError as err:
+            raise SpecchatError(f"cannot write {args.out} ({err.strerror or err})") from None
+    except SpecchatError as err:
+        print(safe_text(f"error: {err.message}" + (f"\nhint: {err.hint}" if err.hint else "")), file=sys.stderr)
+        return 1
+    print(safe_text(f"{path}: {args.arch}, {path.stat().st_size / 1e6:.1f} MB"))
     return 0
 
 

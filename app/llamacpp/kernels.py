@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat import checks, paths
+from specchat import checks, kept
 from specchat.errors import SpecchatError
 
 PROBE_TIMEOUT = 300.0  # seconds for the child to load the model and decode: a big model from a cold disk
@@ -183,17 +183,18 @@ def _signal_name(number: int) -> str:
 
 
 KEPT = "kernels.json"  # in the data folder
+KEPT_MAX_BYTES = 1 << 20  # a bigger one is no record of specchat's: an answer takes about 100 bytes
 
 
 def _load() -> dict:
-    return paths.read_kept(KEPT)
+    return kept.read_json(KEPT, KEPT_MAX_BYTES)
 
 
 def _remember(key: str, found: Kernels) -> None:
     """Keep the answer for the next load; a folder that cannot be written only costs a probe next time."""
     data = _load()
     data[key] = {"extra_bufts": found.extra_bufts, "why": found.why}
-    paths.keep(KEPT, data)
+    kept.keep(KEPT, data)
 
 
 def _probe_child(path: str, n_gpu_layers: int) -> int:

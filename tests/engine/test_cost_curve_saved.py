@@ -370,3 +370,69 @@ def test_a_small_context_measures_what_it_holds_once():
     session = ChatSession(model, drafter="auto", k=32, max_tokens=4)
     assert session.measure_ahead() == "missing"
     assert session.curve_due() is None and session.measure_ahead() is None  # not measured again after each reply
+
+
+# --- what a kept curve may say of itself -------------------------------------------------
+
+
+def flat_curve() -> dict[str, float]:
+    """A curve planted in the data folder: every size as cheap as one step, so auto drafts as long as it may."""
+    return {str(n): 0.001 for n in CALIBRATION_SIZES}
+
+
+def plant_curve(entry: dict) -> None:
+    paths.data_dir().mkdir(parents=True, exist_ok=True)
+    (paths.data_dir() / "cost-curves.json").write_text(json.dumps({"a fake with a key": entry}))
+
+
+YEAR_2100 = 4102444800.0
+
+
+@pytest.mark.parametrize(
+    "dates", [{"measured": YEAR_2100, "saved": YEAR_2100}, {"saved": YEAR_2100}, {}], ids=["2100", "saved 2100", "none"]
+)
+def test_a_curve_dated_in_the_future_or_not_at_all_is_measured_again(dates):
+    plant_curve({"seconds": flat_curve(), **dates})
+    assert measured_at("a fake with a key") is None  # a date in the future is no date
+    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
+    assert session.cost_curve()["from"] == "none" and session.curve_due() == "missing"
+    assert session.measure_ahead() == "missing"
+    assert time.time() - 60 < measured_at("a fake with a key") <= time.time()
+
+
+def test_a_kept_curve_that_live_rounds_of_earlier_sessions_disagree_with_is_measured_again():
+    """Each `specchat run` sees a few rounds; together they judge the curve by
+    the drift rule, as one long chat would, whatever the curve's date says."""
+    plant_curve({"seconds": flat_curve(), "measured": time.time() - 60})
+    for _ in range(2):  # two short sessions, each seeing a verify of 17 positions cost 6 steps, not 1
+        session = ChatSession(keyed_model(), drafter="auto", k=16, max_tokens=20)
+        assert session.cost_curve()["from"] == "saved"
+        for _ in range(DRIFT_ROUNDS // 2):
+            session.costs.observe(17, 0.006)
+        session.curve.keep()  # as each turn keeps the curve its rounds refined
+    session = ChatSession(keyed_model(), drafter="auto", k=16, max_tokens=20)
+    assert session.cost_curve()["from"] == "none" and session.curve_due() == "missing"
+    assert session.measure_ahead() == "missing" and saved_curve("a fake with a key")[17] < 0.006  # the fake's own cost
+
+
+def test_a_kept_curve_that_live_rounds_agree_with_stays():
+    plant_curve({"seconds": flat_curve(), "measured": time.time() - 60})
+    for _ in range(3):
+        session = ChatSession(keyed_model(), drafter="auto", k=16, max_tokens=20)
+        assert session.cost_curve()["from"] == "saved" and session.curve_due() is None
+        for _ in range(DRIFT_ROUNDS):
+            session.costs.observe(17, 0.0011)  # within DRIFT of what was measured
+        session.curve.keep()
+
+
+def test_only_the_most_recently_saved_curves_are_kept():
+    now = time.time()
+    planted = {f"model {i}": {"seconds": flat_curve(), "measured": now - 10_000, "saved": now - 1000 + i}
+               for i in range(costmodel.CURVES_KEPT + 8)}
+    planted["a date to come"] = {"seconds": flat_curve(), "saved": YEAR_2100}  # no date: the oldest
+    paths.data_dir().mkdir(parents=True)
+    (paths.data_dir() / "cost-curves.json").write_text(json.dumps(planted))
+    save_curve("a new model", {1: 0.01, 2: 0.015, 4: 0.03})
+    kept = json.loads((paths.data_dir() / "cost-curves.json").read_text())
+    assert len(kept) == costmodel.CURVES_KEPT
+    assert set(kept) == {"a new model", *(f"model {i}" for i in range(9, costmodel.CURVES_KEPT + 8))}

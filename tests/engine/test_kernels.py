@@ -168,3 +168,20 @@ def test_f2_and_bench_name_why_they_are_off():
         "whose llama.cpp kernel can crash"
     )
     assert device_text({**device, "extra_bufts": True}) == "CPU · Xeon · 0/31 layers offloaded"
+
+
+def test_a_kernels_json_over_its_cap_is_probed_again_and_replaced(no_amx, monkeypatch, tmp_path, capsys):
+    runs = child(monkeypatch, SURVIVE)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"")  # no architecture to read: keyed "unknown"
+    path = paths.data_dir() / "kernels.json"
+    path.parent.mkdir(parents=True)
+    planted = {"extra_bufts": False, "why": "off: planted"}
+    path.write_text(json.dumps({kernels._key(model): planted, "padding": "x" * kernels.KEPT_MAX_BYTES}))
+    found = kernels.choose(model, 0)
+    assert (found.why, len(runs)) == ("on: a probe decode ran with them", 1)
+    assert json.loads(path.read_text()) == {kernels._key(model): {"extra_bufts": True, "why": found.why}}
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {path} is over {kernels.KEPT_MAX_BYTES:,} bytes: specchat ignores it and writes a new one "
+        "when it next saves"
+    ]

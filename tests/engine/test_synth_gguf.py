@@ -1,8 +1,16 @@
 """tools/synth_gguf.py: tiny random-weight GGUFs in each architecture's real
 layout load in llama.cpp and decode with specchat's own driver, and the
-Qwen3.5 one carries an MTP layer llama.cpp loads when asked (load_mtp)."""
+Qwen3.5 one carries an MTP layer llama.cpp loads when asked (load_mtp). An
+OUT it cannot write is one error line and a hint, never a traceback or a
+wait, and an OUT that exists is replaced whole, only with --force."""
 
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,3 +101,104 @@ def test_same_command_writes_the_same_bytes(tiny_pair, tmp_path):
     b = synth("qwen3moe", tmp_path / "b.gguf", tiny_pair[0])
     assert open(a, "rb").read() == open(b, "rb").read()
     assert 5e6 < len(open(a, "rb").read()) < 20e6  # a few MB: mostly the 49152-token embedding in F16
+
+
+# --- where it writes ----------------------------------------------------------------------
+
+SCRIPT = Path(synth_gguf.__file__)
+SCRIPT_SECONDS = 120  # it imports numpy and gguf and writes a few hundred kB: seconds, even on a busy machine
+
+
+@pytest.fixture
+def tokenizer(tmp_path) -> Path:
+    """A GGUF holding only a 16-token tokenizer: enough to write a file, not to run one."""
+    import gguf
+
+    path = tmp_path / "tokenizer.gguf"
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(16)])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def limit_file_size() -> None:
+    """In the child: files of 64 kB at most, a write past it failing as on a full disk (EFBIG, not a signal)."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
+
+
+def synth_script(out, tokenizer: Path, *flags: str, preexec=None) -> subprocess.CompletedProcess:
+    """`python tools/synth_gguf.py llama OUT` as a user runs it; still running after SCRIPT_SECONDS fails the test."""
+    argv = [sys.executable, str(SCRIPT), "llama", str(out), "--tokenizer-from", str(tokenizer), *flags]
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=SCRIPT_SECONDS, stdin=subprocess.DEVNULL, preexec_fn=preexec
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"synth_gguf.py was still running after {SCRIPT_SECONDS} s")
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_it_writes_a_new_file_and_replaces_one_only_with_force(tokenizer, tmp_path):
+    import gguf
+
+    out = tmp_path / "model.gguf"
+    r = synth_script(out, tokenizer)
+    assert r.returncode == 0, r.stderr
+    assert gguf.GGUFReader(out).fields["general.architecture"].contents() == "llama"
+    written = out.read_bytes()
+    out.write_bytes(b"the user's own model")
+    r = synth_script(out, tokenizer)
+    assert (r.returncode, r.stderr.splitlines()) == (1, [f"error: {out} exists", "hint: pass --force to replace it"])
+    assert out.read_bytes() == b"the user's own model"
+    r = synth_script(out, tokenizer, "--force")
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == written and leftovers(tmp_path) == []
+
+
+def test_an_out_it_cannot_write_is_one_error_line(tokenizer, tmp_path):
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    cases = {
+        tmp_path: [f"error: {tmp_path} is a folder", "hint: give the path of a .gguf file to write"],
+        tmp_path / "nowhere" / "m.gguf": [
+            f"error: no folder {tmp_path / 'nowhere'} to write m.gguf in",
+            "hint: make the folder first",
+        ],
+        fifo: [f"error: {fifo} is not a regular file (a pipe or a device)", "hint: give a new .gguf path"],
+        Path("/dev/full"): [
+            "error: /dev/full is not a regular file (a pipe or a device)",
+            "hint: give a new .gguf path",
+        ],
+    }
+    for out, lines in cases.items():
+        for flags in ((), ("--force",)):  # --force replaces a file, never a folder, a pipe or a device
+            r = synth_script(out, tokenizer, *flags)
+            assert (r.returncode, r.stderr.splitlines()) == (1, lines), out
+
+
+def test_a_write_that_fails_midway_leaves_nothing_that_looks_ready(tokenizer, tmp_path):
+    out = tmp_path / "model.gguf"
+    r = synth_script(out, tokenizer, preexec=limit_file_size)
+    (line,) = r.stderr.splitlines()  # the error as the write met it: "File too large", or a short write
+    assert r.returncode == 1 and line.startswith(f"error: cannot write {out} (")
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_a_tokenizer_it_cannot_read_is_one_error_line(tmp_path):
+    missing, junk = tmp_path / "missing.gguf", tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a gguf file at all")
+    r = synth_script(tmp_path / "m.gguf", missing)
+    assert (r.returncode, r.stderr.splitlines()[0]) == (1, f"error: no GGUF file {missing}")
+    r = synth_script(tmp_path / "m.gguf", junk)
+    assert r.returncode == 1 and r.stderr.splitlines()[0].startswith(f"error: cannot read {junk} as a GGUF file (")
+    assert len(r.stderr.splitlines()) == 2 and not (tmp_path / "m.gguf").exists()
