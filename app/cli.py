@@ -279,10 +279,9 @@ def _prompt(arg: str | None) -> str:
             code=2,
             hint='specchat run "your message", or pipe it in: echo "your message" | specchat run',
         )
-    data = sys.stdin.buffer.read() if sys.stdin is not None else b""
-    text = data.decode("utf-8", "surrogateescape")  # as Python reads argv: a stray byte is named, not lost
-    text = text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
-    return checks.prompt(text, "the prompt on stdin")
+    from specchat.run import stdin_prompt
+
+    return checks.prompt(stdin_prompt(), "the prompt on stdin")
 
 
 # --- bench (owned by bench.py) ----------------------------------------------------

@@ -11,11 +11,17 @@ ESC shows as ␛, it never drives the terminal. Off one it is data, exact.
 
 With a history (the default; --no-history runs without one) the turn
 drafts from the memory of every stored reply and is then recorded as a
-conversation of its own, as the chat records its turns."""
+conversation of its own, as the chat records its turns.
+
+Stdout that takes no more (a full disk, /dev/full, a closed stream, a
+pipe whose reader left) costs the output alone: the turn still runs to
+its end and is recorded, then one error line says what happened. A prompt
+on stdin holds at most STDIN_MAX_BYTES (`stdin_prompt`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 
@@ -25,6 +31,7 @@ from rich.text import Text
 from specchat.chat import ChatSession
 from specchat.display import round_spans, shown_text, spans, stats_fields
 from specchat.engine import Turn
+from specchat.errors import SpecchatError
 from specchat.history import History, Message
 from specchat.stats import Round, TurnStats, first_difference
 from specchat.textsafe import safe_json, safe_text
@@ -40,50 +47,116 @@ def round_text(r: Round) -> Text:
     return out
 
 
+# The most a prompt on stdin may hold: far more than any context takes
+# (8,192 tokens are some 32 KB of text), and /dev/zero or a runaway pipe is
+# refused at this point instead of read until memory runs out.
+STDIN_MAX_BYTES = 4 * 1024 * 1024
+
+
+def stdin_prompt() -> str:
+    """The prompt piped in (`specchat run -`), STDIN_MAX_BYTES at most,
+    decoded as Python reads argv: a stray byte is named by checks.prompt,
+    not lost. A final line end, which echo and editors add, is not part of it."""
+    stream = sys.stdin.buffer if sys.stdin is not None else None
+    data = stream.read(STDIN_MAX_BYTES + 1) if stream is not None else b""
+    if len(data) > STDIN_MAX_BYTES:
+        raise SpecchatError(
+            f"the prompt on stdin is over {STDIN_MAX_BYTES // 2**20} MiB",
+            hint="pipe in a shorter prompt, e.g. head -c 100000 FILE | specchat run",
+            code=2,
+        )
+    text = data.decode("utf-8", "surrogateescape")
+    return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
+
+
+def write_stdout(text: str) -> str:
+    """Write `text` to stdout in UTF-8 whatever the locale, flushed so a pipe
+    sees it at once; "" once it went, else why it could not. After a failure
+    stdout goes to /dev/null, so Python's own flush at exit does not fail again."""
+    if sys.stdout is None:  # started with stdout closed
+        return "it is closed"
+    try:
+        raw = getattr(sys.stdout, "buffer", None)  # a test's StringIO has none
+        if raw is not None:
+            sys.stdout.flush()
+            raw.write(text.encode("utf-8"))
+        else:
+            sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError) as err:  # ValueError: a stream closed under us
+        _silence_stdout()
+        return getattr(err, "strerror", None) or str(err)
+    return ""
+
+
+def _silence_stdout() -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+
+
 class Output:
     """Where `run` writes. A terminal is what rich takes for one (so
     FORCE_COLOR or TTY_COMPATIBLE=1 make a pipe one). Off a terminal the
     reply still streams: each round's committed text as it comes (the rounds'
-    texts are the reply's, in order), then the bytes held back to the end."""
+    texts are the reply's, in order), then the bytes held back to the end.
+    Stdout that fails is written to no more; `reply` then says so."""
 
     def __init__(self) -> None:
         self.screen = Console(highlight=False, soft_wrap=True)
         self.live = self.screen.is_terminal
         self.notes = self.screen if self.live else Console(stderr=True, highlight=False, soft_wrap=True)
         self.sent = 0  # off a terminal: characters of the reply written so far
+        self.lost = "" if sys.stdout is not None else "it is closed"  # why stdout takes no more
+        self.kept = ""  # where the turn is kept all the same, said when stdout fails
 
     def round(self, r: Round) -> None:
         """A round (or a server's chunk) as it is decoded: coloured on a
         terminal, its committed text alone off one."""
         if self.live:
-            self.screen.print(round_text(r), end="")
+            self._print(round_text(r), end="")
         else:
             self._write(r.forced_text + r.accepted_text + r.target_text)
 
     def reply(self, text: str) -> None:
         """The turn's end: a line end on a terminal; off one, the rest of the
-        reply and a line end, so that stdout is --json's "text" and "\n"."""
+        reply and a line end, so that stdout is --json's "text" and "\n".
+        A SpecchatError where stdout took not all of it."""
         if self.live:
-            self.screen.print()
+            self._print()
         else:
             self._write(text[self.sent :] + "\n")
+        if self.lost:
+            raise lost_error(self.lost, self.kept)
 
     def note(self, line: str, style: str = "dim") -> None:
         """A line about the reply (stats, the constraint, why it stopped)."""
         self.notes.print(Text(safe_text(line), style=style))
 
+    def _print(self, *parts, end: str = "\n") -> None:
+        if self.lost:
+            return
+        try:
+            self.screen.print(*parts, end=end)
+        except OSError as err:  # the terminal is gone
+            _silence_stdout()
+            self.lost = err.strerror or str(err)
+
     def _write(self, text: str) -> None:
-        """Text as --json's "text" decodes to (a lone surrogate as U+FFFD), in
-        UTF-8 whatever the locale, flushed so a pipe sees it at once."""
+        """Text as --json's "text" decodes to (a lone surrogate as U+FFFD)."""
         self.sent += len(text)
-        exact = json.loads(safe_json(text))
-        raw = getattr(sys.stdout, "buffer", None)  # a test's StringIO has none
-        if raw is not None:
-            sys.stdout.flush()
-            raw.write(exact.encode("utf-8"))
-        else:
-            sys.stdout.write(exact)
-        sys.stdout.flush()
+        if not self.lost:
+            self.lost = write_stdout(json.loads(safe_json(text)))
+
+
+def lost_error(why: str, kept: str) -> SpecchatError:
+    return SpecchatError(
+        f"cannot write the reply to stdout: {why}",
+        hint=kept or "send stdout where it can go: a file with room, a pipe, a terminal",
+    )
 
 
 def stats_line(s: TurnStats, drafter: str, choices: dict[str, int] | None = None) -> str:
@@ -189,16 +262,20 @@ def run_once(
     except sqlite3.Error as err:
         _warn(f"cannot read the history ({err}); this reply drafts without it")
     turn = session.reply(prompt, on_round=out.round if out else None)
+    kept = ""
     try:
         if history is not None:
             record(history, session, prompt, turn)
+            kept = "the turn is saved in the history: specchat history search WORDS finds it"
     except sqlite3.Error as err:  # the reply is shown all the same
         _warn(f"cannot save this turn in the history ({err})")
     if identical:
         check_identical(session, turn)
     if out is None:
-        sys.stdout.write(safe_json(as_json(session, turn)) + "\n")
+        if lost := write_stdout(safe_json(as_json(session, turn)) + "\n"):
+            raise lost_error(lost, kept)
         return 0
+    out.kept = kept
     out.reply(turn.text)
     out.note(stats_line(turn.stats, session.drafter_name, auto_choices(session)))
     report = constraint_report(session, turn)

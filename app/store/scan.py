@@ -4,10 +4,11 @@ which of them can draft for which.
 Where it looks (`default_places`): LM Studio's models folders, Ollama's
 model store (its manifests name the blobs), llama.cpp's download cache,
 the Hugging Face hub cache (the `snapshots/` links) and the folder
-SPECCHAT_MODELS names, or only the folders the user names. Only GGUF
-headers are read (compat.read_vocab; compat.check_whole compares the size
-their tensors need with the file's). Files are
-grouped by tokenizer; each target is checked against every smaller file
+SPECCHAT_MODELS names, or only the folders the user names, each walked
+without recursion and without following links to folders, MAX_FOLDERS
+folders at most (specchat.walk). Only GGUF headers are read
+(compat.read_vocab; compat.check_whole compares the size their tensors
+need with the file's). Files are grouped by tokenizer; each target is checked against every smaller file
 with llama.cpp's rule (compat.first_mismatch), and the smallest draft that
 passes is proposed as a local pair (`--add` registers them with
 local.add). A file that cannot be read is one line, and the scan goes on.
@@ -29,9 +30,13 @@ from specchat.store import local
 from specchat.store.catalog import load_catalog
 from specchat.store.compat import Architecture, Vocab, check_whole, first_mismatch, read_architecture_kinds, read_vocab
 from specchat.textsafe import safe_json, safe_text
+from specchat.walk import walk
 
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
 _SPLIT_PART = re.compile(r"-(\d{5})-of-\d{5}\.gguf$", re.IGNORECASE)
+# Folders walked in one place at most: a tool's model folder holds far
+# fewer, and a tree this big (a home folder, a whole disk) is left with one line.
+MAX_FOLDERS = 100_000
 
 
 @dataclass(frozen=True)
@@ -86,11 +91,10 @@ def _candidates(place: str, root: Path, problems: list[str]) -> Iterator[tuple[s
     if place == "Ollama":
         yield from _ollama(root, problems)
         return
-    for folder, dirs, names in os.walk(root, onerror=lambda err: problems.append(_cannot(err))):
-        dirs.sort()
-        for name in sorted(names):
+    for folder, names in _folders(root, problems):
+        for name in names:
             if name.lower().endswith(".gguf"):
-                path = Path(folder) / name
+                path = folder / name
                 yield (_hf_name(root, path) if place == "Hugging Face cache" else name), path
 
 
@@ -105,10 +109,9 @@ def _hf_name(root: Path, path: Path) -> str:
 def _ollama(root: Path, problems: list[str]) -> Iterator[tuple[str, Path]]:
     """Ollama's manifests/REGISTRY/NAMESPACE/MODEL/TAG name the model blob blobs/sha256-..."""
     manifests = root / "manifests"
-    for folder, dirs, names in os.walk(manifests, onerror=lambda err: problems.append(_cannot(err))):
-        dirs.sort()
-        for tag in sorted(names):
-            manifest = Path(folder) / tag
+    for folder, names in _folders(manifests, problems):
+        for tag in names:
+            manifest = folder / tag
             parts = manifest.relative_to(manifests).parts
             name = (
                 f"{parts[2]}:{parts[3]}"
@@ -125,6 +128,19 @@ def _ollama(root: Path, problems: list[str]) -> Iterator[tuple[str, Path]]:
                 problems.append(f"{manifest}: its model digest is not sha256:HEX; skipped")
                 continue
             yield name, root / "blobs" / digest.replace(":", "-")
+
+
+def _folders(root: Path, problems: list[str]) -> Iterator[tuple[Path, list[str]]]:
+    """Each folder under `root` and its files' names (walk.walk: no recursion,
+    links to folders not followed), MAX_FOLDERS at most."""
+    for n, found in enumerate(walk(root, on_error=lambda err: problems.append(_cannot(err))), 1):
+        if n > MAX_FOLDERS:
+            problems.append(
+                f"{root}: holds over {MAX_FOLDERS:,} folders; the rest was not scanned "
+                "(name the folder that holds the models: specchat models scan DIR)"
+            )
+            return
+        yield found
 
 
 def _cannot(err: OSError) -> str:

@@ -32,6 +32,7 @@ def run_chat(options: ChatOptions) -> int:
     from specchat.history import open_history
     from specchat.store.pairs import known_pair
     from specchat.tui.app import SpecchatApp
+    from specchat.tui.ending import Ending
     from specchat.tui.models import Models, chat_models
 
     o = options
@@ -70,12 +71,17 @@ def run_chat(options: ChatOptions) -> int:
         config_errors=loaded.errors,
         history_note=note,
     )
+    # Signals, a terminal that hangs up, and the deadline that ends the process
+    # whatever its threads still do (ending.py); a deadline saves what is queued first.
+    app.ending = ending = Ending(lambda wait: app.conversation.close(wait=wait))
     try:
         app.run()
+        ending.wait_closed(5.0)
     finally:
         unsaved = app.conversation.close(wait=5.0)  # the last reply's write may still be under way
         if history is not None:
             history.close()
     if unsaved:
         print(f"warning: {unsaved} message(s) could not be saved to the history (it stayed locked)", file=sys.stderr)
+    ending.restore()
     return app.return_code or 0

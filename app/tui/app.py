@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import threading
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -27,14 +26,12 @@ from specchat.themes import BUILTIN, DEFAULT_THEME, LIGHT, SPEC_DEFAULTS, load_u
 from specchat.tui.chatscreen import BindSchema, ChatScreen, Chosen, Shown
 from specchat.tui.controller import ChatController, Notice
 from specchat.tui.conversation import Conversation
-from specchat.tui.keys import SpecchatCommands, keymap_conflicts
+from specchat.tui.ending import REPLY_WAITS, Ending
+from specchat.tui.keys import SpecchatCommands, checked_keymap, keymap_conflicts
 from specchat.tui.models import Session
 from specchat.tui.screens import PairPicker, PullScreen, TextPrompt
 from specchat.tui.stream import Pacer
 from specchat.tui.widgets import PromptInput
-
-TERMINATE_WAIT = 2.0  # seconds a reply may take to stop after SIGTERM or SIGHUP before the chat exits anyway
-
 
 # What the status bar says while auto's cost curve is measured.
 CALIBRATING = "measuring this machine's cost curve for auto, once per model and settings (esc stops)"
@@ -97,23 +94,27 @@ class SpecchatApp(App):
         self.pacer = Pacer()
         self.chat_screen = ChatScreen(self.chat, models, self.pacer)
         self._theme_ready = False
+        self.ending: Ending | None = None  # the process's own way out (run_chat's): signals, the terminal, a deadline
 
     def get_default_screen(self) -> ChatScreen:
         return self.chat_screen
 
     def on_unmount(self) -> None:
         self.chat.cancel_event.set()  # quitting ends a reply still waiting on a server, so the process can end
+        if self.ending is not None:  # the chat's own process: the pair closed, the process gone by a deadline
+            self.ending.ended(self.return_code or 0, self.chat.session)
 
     def terminated(self, number: int) -> None:
-        """SIGTERM or SIGHUP: stop the reply under way at its next round, keep
-        what it said (saved as a stopped reply), then exit, restoring the terminal."""
-        code = 128 + number
+        """SIGTERM, SIGINT, SIGHUP or a lost terminal (ending.py), the first one: stop the reply
+        under way at its next round, keep it (a stopped reply), then exit, restoring the terminal."""
+        if not self.is_running or self.chat_screen.quit_code is not None:
+            return
+        code = self.chat_screen.quit_code = 128 + number
         if not self.chat.generating:
             self.exit(return_code=code)
             return
-        self.chat_screen.quit_code = code
         self.chat.cancel_event.set()
-        self.set_timer(TERMINATE_WAIT, lambda: self.exit(return_code=code))  # a reply that does not stop
+        self.set_timer(REPLY_WAITS[signal.Signals(number)], lambda: self.exit(return_code=code))  # if it does not stop
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """The token colours a theme leaves out (Textual's own): the light set on a light theme."""
@@ -160,17 +161,16 @@ class SpecchatApp(App):
             self.register_theme(theme)
         self.theme = self._theme_name(self.settings.theme)
         self._theme_ready = True
-        self.set_keymap(self.settings.keymap)
-        for line in keymap_conflicts(self.settings.keymap):
+        keymap, unbound = checked_keymap(self.settings.keymap, self.settings.keymap_where)
+        self.set_keymap(keymap)
+        for line in unbound + keymap_conflicts(keymap):
             self.notify(line, title="settings", severity="warning", timeout=15)
         for line in self.config_errors + errors:
             self.notify(line, title="settings", severity="warning", timeout=15)
         if self.history_note:
             self.notify(self.history_note, title="history", severity="warning", timeout=20)
-        if threading.current_thread() is threading.main_thread():  # only there can a process's signals be caught
-            loop = asyncio.get_running_loop()
-            for number in (signal.SIGTERM, signal.SIGHUP):  # a kill or a closed terminal: end as ctrl+q does
-                loop.add_signal_handler(number, self.terminated, number)
+        if self.ending is not None:  # a kill or a closed terminal: end as ctrl+q does
+            self.ending.start(asyncio.get_running_loop(), self.terminated, lambda: self.return_code)
 
     @on(Shown)
     def chat_shown(self) -> None:
@@ -327,7 +327,7 @@ class SpecchatApp(App):
             session.on_calibrate(lambda on: self.post_message(Calibrating(on)))
         dropped = self.chat.carry_constraint(self.chat.session, session)
         self.post_message(SessionReady(session, dropped_constraint=dropped))
-        if local:  # measured now, while the user types, if it is missing or stale
+        if local and self.is_running:  # measured now, while the user types, if it is missing or stale
             session.measure_ahead()
 
     @on(SessionReady)

@@ -16,8 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from specchat.cli import app
-from specchat.store import local
+from specchat.store import local, scan
 from tests.support.clock import steady_timer
+from tests.support.deep import nested_folders
 
 
 def cli(*args: str):
@@ -235,3 +236,33 @@ def test_scan_measure_checks_each_proposed_pair_and_keeps_the_verdict_of_an_adde
         assert line.startswith(("pays here (", "break-even (", "loses here (")), line
     listing = cli("models")
     assert f"checked {kept['big']['checked_at'][:10]}: draft {kept['big']['drafters']['draft']}" in listing.stdout
+
+
+# --- the walk: no recursion, links to folders not followed, a bound ----------------------
+
+
+def test_a_folder_nested_1100_deep_is_scanned_to_its_bottom(home, tmp_path):
+    """Python 3.11's os.walk recurses once per level: 1,100 of them were a RecursionError."""
+    mine = tmp_path / "deep"
+    mine.mkdir()
+    with nested_folders(mine, 1100) as bottom:
+        (bottom / "model.gguf").write_bytes(b"GGUF" + bytes(4))  # version 0: named under skipped
+        (bottom / "up").symlink_to(mine, target_is_directory=True)  # a loop, were links followed
+        result = cli("models", "scan", str(mine), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["skipped"] == [f"{bottom / 'model.gguf'} is not a readable GGUF file (GGUF version 0 is not supported); skipped"]
+
+
+def test_a_tree_of_more_folders_than_the_bound_is_one_line(home, tmp_path, monkeypatch):
+    monkeypatch.setattr(scan, "MAX_FOLDERS", 3)
+    mine = tmp_path / "big"
+    for name in ("a", "b", "c", "d"):
+        (mine / name).mkdir(parents=True)
+    (mine / "d" / "late.gguf").write_bytes(b"GGUF" + bytes(4))  # in the fifth folder: not reached
+    result = cli("models", "scan", str(mine), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["skipped"] == [
+        f"{mine}: holds over 3 folders; the rest was not scanned "
+        "(name the folder that holds the models: specchat models scan DIR)"
+    ]
