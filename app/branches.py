@@ -19,6 +19,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from specchat.searchindex import SearchIndex, mended
+
 if TYPE_CHECKING:
     from specchat.stored import Conversation
 
@@ -33,6 +35,7 @@ COLUMNS = {
 class Tree:
     db: sqlite3.Connection
     lock: threading.RLock
+    index: SearchIndex
 
     def add_tree_columns(self) -> None:
         have = {row[1] for row in self.db.execute("PRAGMA table_info(conversations)")}
@@ -41,10 +44,11 @@ class Tree:
                 if name not in have:
                     self.db.execute(f"ALTER TABLE conversations ADD COLUMN {name} {kind}")
 
+    @mended
     def fork(self, conv_id: int, upto: int) -> int:
         """A new branch of conv_id holding copies of its first `upto`
         messages (and its system prompt); the branch's id."""
-        with self.lock, self.db:
+        with self.db:
             row = self.db.execute("SELECT title, pair, system FROM conversations WHERE id = ?", (conv_id,)).fetchone()
             if row is None:
                 raise KeyError(conv_id)
@@ -91,21 +95,42 @@ class Tree:
 
 def tree_order(convs: Sequence[Conversation]) -> list[tuple[Conversation, int]]:
     """(conversation, depth): each branch right under the conversation it
-    came from, the rest in the order given (F3: most recent first)."""
-    ids = {c.id for c in convs}
+    came from, the rest in the order given (F3: most recent first). Walked
+    without recursion, so a chain of any length is listed; conversations whose
+    parents go round in a loop (a damaged file) are each listed once: the
+    loop is cut at one of them, listed as a root, and the rest hang under it."""
+    by_id = {c.id: c for c in convs}
     children: dict[int, list[Conversation]] = {}
     for c in convs:
-        if c.parent is not None and c.parent in ids:
+        if c.parent is not None and c.parent in by_id:
             children.setdefault(c.parent, []).append(c)
     out: list[tuple[Conversation, int]] = []
+    listed: set[int] = set()
 
-    def add(c: Conversation, depth: int) -> None:
-        out.append((c, depth))
-        for child in sorted(children.get(c.id, []), key=lambda x: x.id):
-            if len(out) <= len(convs):  # a loop in a damaged file stops here
-                add(child, depth + 1)
+    def add(root: Conversation) -> None:
+        todo = [(root, 0)]
+        while todo:
+            c, depth = todo.pop()
+            if c.id in listed:
+                continue
+            listed.add(c.id)
+            out.append((c, depth))
+            below = sorted(children.get(c.id, []), key=lambda x: x.id)
+            todo += [(child, depth + 1) for child in reversed(below)]  # the oldest branch comes off first
 
     for c in convs:
-        if c.parent is None or c.parent not in ids:
-            add(c, 0)
+        if c.parent is None or c.parent not in by_id:
+            add(c)
+    for c in convs:  # what is left hangs from a loop of parents
+        if c.id not in listed:
+            add(_in_loop(c, by_id))
     return out
+
+
+def _in_loop(c: Conversation, by_id: dict[int, Conversation]) -> Conversation:
+    """A conversation of the loop that c's parents lead into: where the walk up comes round."""
+    seen: set[int] = set()
+    while c.id not in seen and c.parent in by_id:
+        seen.add(c.id)
+        c = by_id[c.parent]
+    return c

@@ -222,8 +222,11 @@ def run(
             baseline=baseline,
             baseline_server=baseline_server,
         )
+        history = None if no_history else _history()
         try:
-            raise typer.Exit(run_on_server(server_session, prompt, json_out=json_out, baseline=baseline))
+            raise typer.Exit(
+                run_on_server(server_session, prompt, json_out=json_out, baseline=baseline, history=history)
+            )
         finally:
             server_session.close()
     checks.drafter(drafter, constrained=constraint is not None)
@@ -262,6 +265,8 @@ def _history():
     history, note = open_history(busy=5.0)  # one turn to record: waiting out another process's lock is fine
     if note:
         typer.secho(f"warning: {safe_text(note)}", fg="yellow", err=True)
+    if history is not None:  # what it says later (a search index rebuilt) goes to stderr too
+        history.on_note.append(lambda line: typer.secho(f"warning: {safe_text(line)}", fg="yellow", err=True))
     return history
 
 

@@ -19,6 +19,8 @@ def history_search(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Find every stored message that holds TEXT."""
+    import sqlite3
+
     from specchat.errors import SpecchatError
     from specchat.history import open_history
     from specchat.textsafe import safe_json, safe_text
@@ -28,8 +30,13 @@ def history_search(
         raise SpecchatError(f"cannot open the history: {note}", hint="see `specchat --help` for SPECCHAT_HOME")
     if note:
         typer.echo(safe_text(f"note: {note}"), err=True)
+    history.on_note.append(lambda line: typer.echo(safe_text(f"note: {line}"), err=True))  # an index rebuilt
     try:
-        found = history.search(text)
+        found = history.search(text)  # a SpecchatError where search is off
+    except sqlite3.Error as err:
+        raise SpecchatError(
+            f"cannot search the history ({err})", hint="another program may be writing to it; try again in a moment"
+        ) from None
     finally:
         history.close()
     if json_out:

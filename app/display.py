@@ -74,9 +74,28 @@ def spans(rounds: list[Round]) -> list[dict]:
     return out
 
 
-def number(value: float | None, fmt: str = ".2f", unit: str = "") -> str:
-    """A figure for display; "–" where it was not measured."""
-    return "–" if value is None else f"{value:{fmt}}{unit}"
+def number(value: float | None, fmt: str = ".2f", unit: str = "", missing: str = "–") -> str:
+    """A figure for display; `missing` where it was not measured."""
+    return missing if value is None else f"{value:{fmt}}{unit}"
+
+
+NOT_MEASURED = "not measured"
+
+
+def measured_alpha(stats: dict) -> float | None:
+    """A reply's α where it was measured (a stored reply's too): a local turn
+    that drafted; a server's reply whose counters saw every verify round."""
+    if stats.get("source") == "server":
+        measured = stats.get("counters") and stats.get("alpha_exact") and stats.get("verify_rounds")
+    else:
+        measured = stats.get("drafted")
+    return _figure(stats.get("alpha")) if measured else None
+
+
+def measured_acceptance(stats: dict) -> float | None:
+    """The share of drafts accepted, where something was drafted and counted."""
+    counted = stats.get("counters") if stats.get("source") == "server" else True
+    return _figure(stats.get("acceptance_rate")) if counted and stats.get("drafted") else None
 
 
 def stats_fields(stats: dict) -> list[tuple[str, str]]:

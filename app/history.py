@@ -15,7 +15,9 @@ process's lock; the chat writes on a thread of its own and tries again
 A history that cannot be used never stops the chat (`open_history`): a file
 that is not a history database is renamed aside and a fresh one started; a
 folder that cannot be written means chatting without saving. Either way the
-app says so once.
+app says so once. A damaged search index never stops saving either
+(searchindex.py): it is rebuilt, and what it tells the user goes to
+`on_note`, once.
 
 Every row is checked where it is read (`History.list`, `History.load`, by stored.py), so
 no reader meets a value specchat would not have written: a message row that
@@ -34,16 +36,16 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from specchat import paths
 from specchat.attach import words_of
 from specchat.branches import Tree
-from specchat.display import number
+from specchat.display import NOT_MEASURED, measured_acceptance, measured_alpha, number
+from specchat.searchindex import Found, SearchIndex, mended
 from specchat.stored import Conversation, Message, read_conversation, read_message
-from specchat.textsafe import safe_text
+from specchat.textsafe import safe_text, storable
 
 BUSY_SECONDS = 0.5  # how long one statement waits for another process's lock before it fails
 P = ParamSpec("P")
@@ -70,22 +72,6 @@ CREATE TABLE IF NOT EXISTS messages (
     UNIQUE (conversation_id, seq)
 );
 """
-# Full-text search over every message (SQLite FTS5), kept in step by triggers;
-# a history made before it had the index is indexed once when opened.
-SEARCH = """
-CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(content, content='messages', content_rowid='id');
-CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-END;
-CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages BEGIN
-    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-END;
-CREATE TRIGGER IF NOT EXISTS messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-END;
-"""
-SEARCH_LIMIT = 50  # matches one search returns, best first
 
 
 Replies = list[tuple[int, str, str]]  # (conversation id, the user's message, the reply)
@@ -111,6 +97,9 @@ class History(Tree):
         self.lock = threading.RLock()
         self.db = sqlite3.connect(self.path, check_same_thread=False, timeout=busy)
         self.on_delete: list[Callable[[int], None]] = []  # told each deleted conversation's id (the memory)
+        self.on_note: list[Callable[[str], None]] = []  # told what the user should know (the index was rebuilt)
+        self._said: set[str] = set()
+        self.index = SearchIndex(self.db, self._say)
         self.db.text_factory = lambda raw: raw.decode("utf-8", "replace")  # a stray byte is not a crash
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -119,7 +108,7 @@ class History(Tree):
                 self.db.executescript(SCHEMA)
             self._check_tables()
             self.add_tree_columns()
-            self._index()
+            self.index.open()
         except sqlite3.Error:
             self.db.close()
             raise
@@ -135,33 +124,18 @@ class History(Tree):
         except sqlite3.OperationalError as err:
             raise sqlite3.DatabaseError(f"not a specchat history: {err}") from None
 
-    def _index(self) -> None:
-        """The search index, made (and filled from the messages already
-        stored) the first time this history is opened by a specchat that has it."""
-        new = not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'").fetchone()
-        with self.db:
-            self.db.executescript(SEARCH)
-            if new:
-                self.db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+    def _say(self, note: str) -> None:
+        """Tell the listeners a note, once per history."""
+        if note not in self._said:
+            self._said.add(note)
+            for tell in self.on_note:
+                tell(note)
 
     @_locked
     def search(self, text: str) -> list[Found]:
         """Messages holding `text` (its words, in order), best match first;
-        nothing for text with no words in it."""
-        words = " ".join(text.split())
-        if not words:
-            return []
-        phrase = '"' + words.replace('"', '""') + '"'  # the user's text, never FTS5 syntax
-        rows = self.db.execute(
-            "SELECT m.conversation_id, c.title, m.role, snippet(messages_fts, 0, '«', '»', '…', 12) "
-            "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
-            "JOIN conversations c ON c.id = m.conversation_id "
-            "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
-            (phrase, SEARCH_LIMIT),
-        ).fetchall()
-        return [
-            Found(int(conv), str(title), str(role), " ".join(str(snip).split())) for conv, title, role, snip in rows
-        ]
+        a SpecchatError where search is off (searchindex.py)."""
+        return self.index.search(text)
 
     @_locked
     def close(self) -> None:
@@ -175,7 +149,7 @@ class History(Tree):
         with self.db:
             cur = self.db.execute(
                 "INSERT INTO conversations (title, pair, created, updated, system) VALUES (?, ?, ?, ?, ?)",
-                (title, pair, now, now, system),
+                (storable(title), storable(pair), now, now, None if system is None else storable(system)),
             )
         assert cur.lastrowid is not None  # an INSERT sets it
         return cur.lastrowid
@@ -208,13 +182,17 @@ class History(Tree):
     @_locked
     def rename(self, conv_id: int, title: str) -> None:
         with self.db:
-            self.db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conv_id))
+            self.db.execute("UPDATE conversations SET title = ? WHERE id = ?", (storable(title), conv_id))
 
     def delete(self, conv_id: int) -> None:
-        with self.lock, self.db:
-            self.db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
-        for forget in self.on_delete:
+        self._delete_row(conv_id)
+        for forget in self.on_delete:  # outside the lock: the memory takes its own
             forget(conv_id)
+
+    @mended
+    def _delete_row(self, conv_id: int) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
 
     @_locked
     def replies(self) -> Replies:
@@ -246,7 +224,7 @@ class History(Tree):
 
     # --- messages ------------------------------------------------------------------
 
-    @_locked
+    @mended
     def add_message(self, conv_id: int, msg: Message) -> None:
         """Append one message, in one transaction."""
         now = time.time()
@@ -257,11 +235,11 @@ class History(Tree):
             self.db.execute(
                 "INSERT INTO messages (conversation_id, seq, role, content, created, finish, stats_json, spans_json) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (conv_id, seq, msg.role, msg.content, now, msg.finish, _dump(msg.stats), _dump(msg.spans)),
+                (conv_id, seq, msg.role, storable(msg.content), now, msg.finish, _dump(msg.stats), _dump(msg.spans)),
             )
             self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conv_id))
 
-    @_locked
+    @mended
     def drop_last(self, conv_id: int, role: str) -> None:
         """Delete trailing messages up to and including the last one with this role
         (regenerate drops the last reply; edit drops the last user message and its reply)."""
@@ -287,16 +265,6 @@ class History(Tree):
 
     def export_markdown(self, conv_id: int) -> str:
         return to_markdown(self.load(conv_id))
-
-
-@dataclass(frozen=True)
-class Found:
-    """A message a search matched: its conversation, and the words around the match («» marks it)."""
-
-    conversation: int
-    title: str
-    role: str
-    snippet: str
 
 
 def title_for(text: str) -> str:
@@ -337,8 +305,10 @@ def to_markdown(conv: Conversation) -> str:
 
 def _stats_row(n: int, s: dict) -> str:
     drafters = "→".join(map(str, s.get("drafters") or [])) or "–"
+    accepted = measured_acceptance(s)  # a server that sent no counters measured neither: no "0.00", no "0%"
     return (
-        f"| {n} | {drafters} | {number(s.get('alpha'))} | {number(s.get('acceptance_rate', 0) * 100, '.0f', '%')} "
+        f"| {n} | {drafters} | {number(measured_alpha(s), missing=NOT_MEASURED)} "
+        f"| {number(None if accepted is None else accepted * 100, '.0f', '%', NOT_MEASURED)} "
         f"| {number(s.get('tok_s'), '.1f')} | {number(s.get('baseline_tok_s'), '.1f')} "
         f"| {number(s.get('speedup'), '.2f', '×')} |"
     )

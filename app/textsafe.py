@@ -48,6 +48,12 @@ def safe_text(text: object) -> str:
     return _UNSAFE.sub(_visible, text.replace("\r\n", "\n"))
 
 
+def storable(text: str) -> str:
+    """`text` as UTF-8 can hold it (SQLite, a file): every lone surrogate
+    (a server's JSON may escape one) becomes U+FFFD, the rest stays exact."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def safe_json(value: object, **dumps) -> str:
     """JSON for a terminal or a file: every character survives (C1 controls
     and DEL as \\u escapes), readable letters stay letters, lone surrogates

@@ -3,17 +3,23 @@ with the colours its counters allow, then one stats line (where each goes,
 on a terminal or off one, is run.Output's rule); or, with --json, one object
 with every figure and the server's own timings verbatim.
 
-A stream cut mid-reply prints what arrived, then the error, and exits 1."""
+A stream cut mid-reply prints what arrived, then the error, and exits 1.
+
+With a history (the default; --no-history runs without one) the turn is
+recorded as a conversation of its own, as `run` records a local one; a reply
+cut short is kept too, as the chat keeps it. A turn that failed is not."""
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 
 from specchat.display import stats_fields
 from specchat.errors import SpecchatError
-from specchat.run import Output
+from specchat.history import History, Message
+from specchat.run import Output, lost_error, write_stdout
 from specchat.server.session import ServerSession, ServerTurn
-from specchat.textsafe import safe_json
+from specchat.textsafe import safe_json, safe_text
 
 
 def as_json(session: ServerSession, turn: ServerTurn) -> dict:
@@ -31,13 +37,30 @@ def as_json(session: ServerSession, turn: ServerTurn) -> dict:
     }
 
 
-def run_on_server(session: ServerSession, prompt: str, *, json_out: bool, baseline: bool = False) -> int:
+def record(history: History, session: ServerSession, prompt: str, turn: ServerTurn) -> None:
+    """The turn as a conversation in the history, with its stats and spans as the chat keeps a server's."""
+    stats = {**turn.stats.to_dict(), "drafters": [session.drafter_name]}
+    history.record(session.pair, prompt, Message("assistant", turn.text, turn.finish, stats, turn.spans()))
+
+
+def run_on_server(
+    session: ServerSession, prompt: str, *, json_out: bool, baseline: bool = False, history: History | None = None
+) -> int:
     out = None if json_out else Output()
     # A Chunk reads as a Round. With --baseline, the turn is decoded again with speculation off.
     turn = session.reply(prompt, on_round=out.round if out else None)
+    kept = ""
+    try:
+        if history is not None:
+            record(history, session, prompt, turn)
+            kept = "the turn is saved in the history: specchat history search WORDS finds it"
+    except sqlite3.Error as err:  # the reply is shown all the same
+        sys.stderr.write(safe_text(f"warning: cannot save this turn in the history ({err})") + "\n")
     if out is None:
-        sys.stdout.write(safe_json(as_json(session, turn)) + "\n")
+        if lost := write_stdout(safe_json(as_json(session, turn)) + "\n"):
+            raise lost_error(lost, kept)
     else:
+        out.kept = kept
         out.reply(turn.text)
         line = " · ".join(text for _, text in stats_fields(turn.stats.to_dict()))
         out.note(f"{session.info.model} on {session.info.url} · {line}")

@@ -27,6 +27,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from specchat.attach import words_of
+from specchat.display import NOT_MEASURED, measured_alpha, number
 from specchat.history import Message as Stored
 from specchat.textsafe import safe_text
 
@@ -68,11 +69,6 @@ def message_option(i: int, m: Stored) -> Option:
     first = (words_of(m.content).splitlines() or [""])[0] if not m.problem else "(unreadable)"
     text = safe_text(f"{i + 1:>3} {who:>5}: {first[:100]}")
     return Option(Content(text), id=str(i), disabled=bool(m.problem))
-
-
-def alpha_of(stats: dict | None) -> float | None:
-    value = (stats or {}).get("alpha")
-    return value if isinstance(value, int | float) else None
 
 
 class ChatView(Protocol):
@@ -127,7 +123,7 @@ class BranchKeys:
         if asked == index:
             view.edit_in_prompt(text, f"{where}: edit your message and send it; the old branch stays (alt+← alt+→)")
             return
-        view.chat.branched_from = alpha_of(messages[index].stats)
+        view.chat.branched_from = messages[index].stats or {}
         view.notify(f"{where}: asking again; the old branch stays (alt+← alt+→)", timeout=4)
         view.start("reply", text)
 
@@ -148,8 +144,11 @@ class BranchKeys:
         view.notify(conv.branch, timeout=2)
 
 
-def branch_note(alpha: float | None, before: float | None) -> str | None:
-    """What a reply asked again in a branch says when it ends."""
-    if alpha is None or before is None:
+def branch_note(stats: dict, before: dict | None) -> str | None:
+    """What a reply asked again in a branch says when it ends (`before`: the
+    stats of the reply it branched from; None: the reply is no such branch).
+    An α not measured (a server that sent no speculation data) says so."""
+    if before is None:
         return None
-    return f"this branch's reply: α {alpha:.2f} · the reply it branched from: α {before:.2f}"
+    alpha, was = (number(measured_alpha(s), missing=NOT_MEASURED) for s in (stats, before))
+    return f"this branch's reply: α {alpha} · the reply it branched from: α {was}"

@@ -239,7 +239,7 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         self.finish_generation()
         for notice in self.chat.turn_notices(turn):
             self.tell(notice)
-        if note := branch_note(stats.get("alpha"), self.chat.branched_from):
+        if note := branch_note(stats, self.chat.branched_from):
             self.notify(note, title="branch", timeout=10)
         self.chat.branched_from = None
 

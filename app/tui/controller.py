@@ -68,7 +68,7 @@ class ChatController:
         self.generating = False
         self.binding = ""  # the schema file being bound on a worker, if one is
         self.editing = False  # the prompt holds the last message, to resend in its place
-        self.branched_from: float | None = None  # α of the reply a branch asks again for (branching.py)
+        self.branched_from: dict | None = None  # stats of the reply a branch asks again for (branching.py)
         self.cancel_event = threading.Event()
         self.live_tok_s: float | None = None  # while generating
         self.auto_choice = ""  # what auto picked for the latest rounds, while generating

@@ -3,6 +3,7 @@ offer with its progress, and a one-line text prompt."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
+from specchat import paths
 from specchat.branches import tree_order
+from specchat.errors import SpecchatError
 from specchat.history import Conversation, Found, History
 from specchat.textsafe import safe_text
 
@@ -132,7 +135,14 @@ class HistoryScreen(ModalScreen[int | None]):
 
     def action_search(self) -> None:
         def done(text: str | None) -> None:
-            self.found = self.history.search(text) if text else None
+            try:
+                self.found = self.history.search(text) if text else None
+            except SpecchatError as err:  # search is off (searchindex.py): one line, the list stays
+                self.notify(err.one_line(), severity="error", timeout=10)
+                return
+            except sqlite3.Error as err:
+                self.notify(f"cannot search the history ({err})", severity="error", timeout=10)
+                return
             title = f"Messages holding “{text}”  (enter open · s search again)" if text else None
             self.query_one("#history-title", Static).update(Content(safe_text(title)) if title else HISTORY_TITLE)
             self.refresh_list()
@@ -191,7 +201,7 @@ class HistoryScreen(ModalScreen[int | None]):
         path = self.export_dir / f"conversation-{conv_id}.md"
         try:
             self.export_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(self.history.export_markdown(conv_id), encoding="utf-8")
+            paths.write_atomic(path, self.history.export_markdown(conv_id))  # never through a link planted there
         except OSError as err:
             self.notify(f"cannot export to {path}: {err.strerror or err}", severity="error")
             return
@@ -203,11 +213,15 @@ def _conversation_id(option: Option) -> int:
     return int(option.id.partition(":")[0])
 
 
+INDENT_MAX = 8  # branches deeper than this are indented no further and say their level
+
+
 def conversation_line(c: Conversation, depth: int = 0) -> Content:
     """One row of the history list, a branch indented under the conversation
     it came from. The title is the user's text: data, never markup."""
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated))
-    branch = "  " * (depth - 1) + "└ branch: " if depth else ""
+    mark = f"└ branch (level {depth}): " if depth > INDENT_MAX else "└ branch: "
+    branch = "  " * (min(depth, INDENT_MAX) - 1) + mark if depth else ""
     return Content(safe_text(f"{branch}{c.title}  ·  {c.n_messages} messages · {c.pair} · {when}"))
 
 
