@@ -4,29 +4,47 @@ name, before the user's words, so every drafter can copy from it (a rename
 in an attached file is the case where speculation pays most).
 
 A file is read whole or refused with one line: not found, a folder, a link
-that leads nowhere, a pipe or device (never waited on), over MAX_BYTES, or
-not UTF-8 text (a NUL byte says binary).
+that leads nowhere, a pipe or device (never waited on), over MAX_BYTES, not
+UTF-8 text (a NUL byte says binary), a name with a control character or a
+line break in it (a message holds the name on a line of its own), or a
+link in the folder specchat runs in that leads out of it (paths.link_out:
+the line says where it points; the file attached by its own path is fine).
+
+An Attachment records the file as it was read (its real path, size, mtime
+and a hash of its bytes), kept beside the message in memory: a reply is
+written back only to a file the user attached, and only while it is still
+as it was (rewrite.py). A name and a fence in a message's text are never
+read back as an attachment.
 """
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import os
 import re
 import stat
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from specchat import paths
 from specchat.errors import SpecchatError
 from specchat.slash import prefixed
 
 MAX_BYTES = 256 * 1024  # a source file or a report; a bigger one would not fit most contexts anyway
 FILE_PREFIX = "/file"
+HINT = "attach a text file (source, notes, a log) of at most 256 KiB"
 
 
 @dataclass(frozen=True)
 class Attachment:
     name: str  # as the user gave it
-    text: str
+    text: str  # as the message holds it: without a byte order mark, every line end a "\n"
+    path: Path  # the file itself, every link resolved: what a reply may be written back to
+    size: int  # st_size, st_mtime_ns and the bytes' sha256 when it was read
+    mtime_ns: int
+    digest: str
 
     @property
     def lines(self) -> int:
@@ -45,44 +63,63 @@ class Attachment:
 
 def read_attachment(path: str) -> Attachment:
     """The file at `path`, read as text; a SpecchatError says why it cannot be."""
+    check_name(path)
     p = Path(path).expanduser()
-    hint = "attach a text file (source, notes, a log) of at most 256 KiB"
+    out = paths.link_out(p, Path.cwd())
+    if out is not None:
+        raise SpecchatError(
+            f"{path} links to {out}, outside the folder specchat runs in",
+            hint=f"attach {out} by its own path if you mean that file",
+            code=2,
+        )
+    real = Path(os.path.realpath(p))
     try:
-        if p.is_dir():
-            raise SpecchatError(f"{path} is a folder, not a file", hint=hint, code=2)
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)  # a named pipe would block a plain open forever
+        if real.is_dir():
+            raise SpecchatError(f"{path} is a folder, not a file", hint=HINT, code=2)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # a named pipe would block a plain open forever
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise SpecchatError(f"{path} is not a regular file", hint=hint, code=2)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise SpecchatError(f"{path} is not a regular file", hint=HINT, code=2)
             data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise SpecchatError(
             f"no file {path}", hint="check the path (relative to the folder specchat runs in)", code=2
         ) from None
     except OSError as err:
-        raise SpecchatError(f"cannot read {path} ({err.strerror or err})", hint=hint, code=2) from None
+        raise SpecchatError(f"cannot read {path} ({err.strerror or err})", hint=HINT, code=2) from None
     if len(data) > MAX_BYTES:
-        raise SpecchatError(f"{path} is over {MAX_BYTES // 1024} KiB", hint=hint, code=2)
+        raise SpecchatError(f"{path} is over {MAX_BYTES // 1024} KiB", hint=HINT, code=2)
+    return Attachment(path, text_of(path, data), real, st.st_size, st.st_mtime_ns, hashlib.sha256(data).hexdigest())
+
+
+def check_name(name: str) -> None:
+    """Refuse a name that holds a control character or a line break: the
+    message puts a file's name on a line of its own, and shows it."""
+    for ch in name:
+        kind = unicodedata.category(ch)
+        if kind in ("Cc", "Zl", "Zp"):
+            said = "a line break" if ch in "\n\r\x0b\x0c\x1c\x1d\x1e\x85" or kind != "Cc" else "a control character"
+            raise SpecchatError(
+                f"the name {name!r} holds {said}", hint="rename the file (or attach a copy with a plain name)", code=2
+            )
+        if kind == "Cs":  # a byte of the name that is not UTF-8
+            raise SpecchatError(f"the name {name!r} is not UTF-8", hint="rename the file (or attach a copy)", code=2)
+
+
+def text_of(name: str, data: bytes) -> str:
+    """A file's bytes as the message holds them: UTF-8 without its byte
+    order mark, every line end (CR LF, a lone CR) a newline."""
     if b"\0" in data:
-        raise SpecchatError(f"{path} is not text (it holds NUL bytes)", hint=hint, code=2)
+        raise SpecchatError(f"{name} is not text (it holds NUL bytes)", hint=HINT, code=2)
     try:
-        text = data.decode("utf-8")
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except UnicodeDecodeError:
-        raise SpecchatError(f"{path} is not UTF-8 text", hint=hint, code=2) from None
-    return Attachment(path, text.replace("\r\n", "\n"))
+        raise SpecchatError(f"{name} is not UTF-8 text", hint=HINT, code=2) from None
+    return re.sub(r"\r\n?", "\n", text)
 
 
 _BLOCK = re.compile(r"^(?P<name>[^\n`]+):\n(?P<fence>`{3,})\n(?P<text>.*?)\n(?P=fence)$", re.M | re.S)
-
-
-def attached_in(messages: list[dict]) -> list[Attachment]:
-    """The files the user's messages carry, as with_files put them there (a
-    reply may write one back: rewrite.py), most recent last."""
-    found = []
-    for m in messages:
-        if m["role"] == "user":
-            found += [Attachment(b["name"], b["text"] + "\n") for b in _BLOCK.finditer(m["content"])]
-    return found
 
 
 def words_of(message: str) -> str:

@@ -15,6 +15,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from specchat import paths
 from specchat.errors import SpecchatError
 from specchat.schema import GrammarSpec, load_schema
 
@@ -90,7 +91,7 @@ def load_prompts(path: str) -> Suite:
     if where.is_dir():
         files = sorted(f for f in where.iterdir() if f.suffix == ".txt" and f.is_file())
         for f in files:  # a link to a file elsewhere (/etc/shadow) is not a prompt of this folder
-            if not f.resolve().is_relative_to(where.resolve()):
+            if paths.link_out(f, where) is not None:
                 raise SpecchatError(
                     f"--prompts: {f} links to a file outside {where}",
                     hint="copy the prompt into the folder instead of linking to it",

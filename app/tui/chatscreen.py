@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from specchat import paths
-from specchat.attach import file_prefix, with_files
+from specchat.attach import Attachment, file_prefix, with_files
 from specchat.checks import blank
 from specchat.errors import SpecchatError
 from specchat.schema import schema_prefix
@@ -176,15 +176,15 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         """Send text from the prompt as the next message (or the edited last
         one), with the files attached to it."""
         self.query_one(PromptInput).clear()
-        text = with_files(text, self.chat.take_attachments())
+        files = self.chat.take_attachments()
         kind = self.chat.send_kind()
         if kind == "edit":
             self.chat.conversation.drop_last_exchange(self.query_one(ChatLog).drop_last_exchange())
-        self.start(kind, text)
+        self.start(kind, with_files(text, files), files)
 
-    def start(self, kind: str, text: str) -> None:
+    def start(self, kind: str, text: str, files: list[Attachment] | None = None) -> None:
         if kind != "regenerate":
-            self.chat.conversation.user_sent(text)
+            self.chat.conversation.user_sent(text, files)  # the files stay beside the message: F9 writes to them alone
         reply = self.query_one(ChatLog).add_exchange(None if kind == "regenerate" else text, self.show_rejected)
         cancel = self.chat.begin_turn()
         self.query_one(PromptInput).cursor_blink = False  # a blink is a repaint: none while decoding

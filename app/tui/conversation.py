@@ -17,6 +17,10 @@ the history: filled from the stored replies when a pair loads, on a thread
 of its own so the first reply never waits; told which conversation each
 reply belongs to, and which conversation was deleted; emptied while the
 chat's memory is off.
+
+The files attached to each message (attach.Attachment: which file, as it
+was read) are kept beside the messages, in memory only: F9 writes a reply
+back to them alone. A conversation reopened from the history has none.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specchat.attach import Attachment
 from specchat.history import Conversation as StoredConversation
 from specchat.history import History, title_for
 from specchat.history import Message as Stored
@@ -58,8 +64,12 @@ class Conversation:
         self.default_system: str | None = None  # a new conversation's system prompt (the settings')
         self.system: str | None = None  # this conversation's (/system), stored with it
         self.branch = ""  # "branch 2/3" where the conversation has branches (branches.py)
+        self.files: list[list[Attachment]] = []  # the files of each message sent here, in order
+        self.reopened = False  # opened from the history: files attached before are not known
+        self._edited: list[Attachment] = []  # the files of a message taken back to be edited
         if history is not None:
             history.on_delete.append(self._forget)
+            history.on_note.append(warn)  # the search index was rebuilt, or is off
 
     @property
     def id(self) -> int | None:
@@ -90,14 +100,34 @@ class Conversation:
 
     # --- changes ------------------------------------------------------------------------
 
-    def user_sent(self, text: str) -> None:
-        """The session adds the message itself when it replies; here it is saved."""
+    def user_sent(self, text: str, files: list[Attachment] | None = None) -> None:
+        """The session adds the message itself when it replies; here it is
+        saved, with the files attached to it (an edited message keeps those
+        of its files whose text it still holds as it was attached)."""
+        kept = [f for f in self._edited if f.block() in text]
+        self.files.append(kept + list(files or []))
+        self._edited = []
         self._save(Stored("user", text), title=text)
         self._own()
+
+    def attached(self) -> list[Attachment]:
+        """The files attached to this conversation's messages, most recent
+        last; a file attached again counts as it was read the last time."""
+        latest: dict[Path, Attachment] = {}
+        for f in (f for files in self.files for f in files):
+            latest.pop(f.path, None)
+            latest[f.path] = f
+        return list(latest.values())
+
+    def rewritten(self, old: Attachment, new: Attachment) -> None:
+        """A reply was written back to `old`: the file attached is now `new`."""
+        self.files = [[new if f is old else f for f in files] for files in self.files]
 
     def turn_failed(self, sent: bool) -> None:
         """A turn ended in an error: a failed turn is not a turn, so the
         message that started it (`sent`: it was saved) leaves the history."""
+        if sent and self.files:
+            self.files.pop()
         if sent and self.writer is not None:
             self.writer.put(partial(_drop_failed, record=self.record))
 
@@ -116,6 +146,7 @@ class Conversation:
         """Before an edit: the last user message and its reply go."""
         if had_reply and self.turns:
             self.turns.pop()
+        self._edited = self.files.pop() if self.files else []
         self._drop_last("user")
 
     def open(self, conv_id: int) -> StoredConversation:
@@ -128,6 +159,7 @@ class Conversation:
         family = self.history.family(conv.id)
         self.branch = f"branch {family.index(conv.id) + 1}/{len(family)}" if len(family) > 1 else ""
         readable = [m for m in conv.messages if not m.problem]
+        self.files, self.reopened = [], True
         self.turns = [m.stats for m in readable if m.role == "assistant" and m.stats]
         if self.session is not None:
             self.session.replace_messages([{"role": m.role, "content": m.content} for m in readable])
@@ -140,6 +172,7 @@ class Conversation:
         self._use_system(self.default_system)
         self._begin(Record())
         self.turns = []
+        self.files, self.reopened = [], False
 
     def set_system(self, text: str | None) -> None:
         """This conversation's system prompt from the next turn on (None: none), stored with it."""

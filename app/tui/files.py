@@ -3,44 +3,55 @@ F6 and F7 copy the last reply and its code.
 
 `@` typed at the start of the prompt or after a space opens the file picker:
 the files under the folder specchat runs in, narrowed as you type (fuzzy,
-as the command palette matches). Enter attaches the file to the next
+as the command palette matches). They are found on a worker, the list
+growing as the walk goes (Esc stops it), MAX_FILES at most: the picker says
+when it shows only the first ones. Enter attaches the file to the next
 message, as `/file PATH` does; Esc types the `@` after all.
 
 F9 shows the last reply's code against the attached file it rewrites (the
-block most like one of the files the conversation's messages carry), as a diff against
-the file on disk. There `w` asks before writing, and only `y` writes:
-atomically, and only if the file is still what the diff showed
-(rewrite.py).
+block most like one of the files attached to the conversation's messages,
+as the conversation keeps them: never a name read from a message's text),
+as a diff made on a worker (tui/writeback.py). There `w` asks before
+writing, and only `y` writes: atomically, and only while the file is still
+as it was attached (rewrite.py).
 """
 
 from __future__ import annotations
 
-import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.content import Content
 from textual.fuzzy import Matcher
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
 
-from specchat.attach import attached_in
+from specchat.attach import Attachment
 from specchat.errors import SpecchatError
-from specchat.rewrite import Rewrite, code_blocks, find_rewrite, write_back
+from specchat.rewrite import code_blocks, find_rewrite
 from specchat.textsafe import safe_text
+from specchat.tui.writeback import DiffScreen
+from specchat.walk import walk
 
 if TYPE_CHECKING:
     from textual.app import App
 
     from specchat.tui.controller import ChatController, Notice
 
-MAX_FILES = 5000  # a folder with more shows the first ones found
+MAX_FILES = 5000  # the picker lists at most this many, and says so when a folder holds more
+MAX_FOLDERS = 50_000  # folders it walks at most: a tree bigger than that (a home folder, a disk) is left unwalked
 SHOWN = 50  # matches listed at once
+BATCH_SECONDS = 0.1  # how often the list grows while the walk goes on
 SKIPPED = {
     ".git",
     ".hg",
@@ -56,38 +67,84 @@ SKIPPED = {
 }
 
 
-def files_under(root: Path, limit: int = MAX_FILES) -> list[str]:
-    """Files under root, as paths relative to it: hidden and build folders
-    left out, links not followed, at most `limit`."""
-    found: list[str] = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED and not d.startswith("."))
-        rel = Path(folder).relative_to(root)
-        for name in sorted(names):
-            if not name.startswith("."):
-                found.append(str(rel / name) if rel.parts else name)
-                if len(found) >= limit:
-                    return found
-    return found
+def files_under(root: Path) -> Iterator[list[str]]:
+    """For each folder under root as the walk meets it (walk.walk: no
+    recursion, links to folders not followed), its files as paths relative
+    to root: hidden and build folders left out, and hidden files. A folder
+    with none gives an empty list, so a caller counts folders and may stop
+    at any of them."""
+    for folder, names in walk(root, keep=lambda name: name not in SKIPPED and not name.startswith(".")):
+        rel = folder.relative_to(root)
+        yield [str(rel / name) if rel.parts else name for name in names if not name.startswith(".")]
 
 
 class FilePicker(ModalScreen[str | None]):
-    """Pick a file to attach: type to narrow, Enter attaches, Esc leaves."""
+    """Pick a file to attach: type to narrow, Enter attaches, Esc leaves.
+    The files are found on a worker and the list grows as they come: a big
+    folder never holds up the chat, and Esc stops the walk."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), Binding("down", "down", show=False)]
 
+    @dataclass
+    class Found(Message):
+        paths: list[str]  # files found since the last message
+        done: bool = False  # the walk has ended
+        cut: str = ""  # why the list stops short of every file ("" where it holds them all)
+
     def __init__(self, root: Path) -> None:
         super().__init__()
-        self.files = files_under(root)
+        self.root = root
+        self.files: list[str] = []
+        self.matches: list[str] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="file-picker"):
             yield Static("Attach a file  (type to narrow · enter attaches · esc)", classes="dialog-title")
             yield Input(placeholder="file name", id="file-query")
             yield OptionList(id="file-list")
+            yield Static(Content("listing the files…"), id="file-count")
 
     def on_mount(self) -> None:
         self.show_matches("")
+        self.list_files()
+
+    @work(thread=True, exclusive=True, group="file-picker", exit_on_error=False)
+    def list_files(self) -> None:
+        """Walk the folder, MAX_FILES files and MAX_FOLDERS folders at most,
+        posting what it finds every BATCH_SECONDS; the picker's closing
+        cancels the worker, and the walk stops at the next folder."""
+        worker = get_current_worker()
+        batch: list[str] = []
+        found, sent, cut = 0, 0.0, ""  # the first files show at once
+        try:
+            for folders, paths in enumerate(files_under(self.root), 1):
+                if worker.is_cancelled:
+                    return
+                if folders > MAX_FOLDERS:
+                    cut = f"the walk stopped after {MAX_FOLDERS:,} folders: {found:,} files shown"
+                    break
+                if found + len(paths) > MAX_FILES:
+                    batch += paths[: MAX_FILES - found]
+                    found = MAX_FILES
+                    cut = f"first {MAX_FILES:,} files shown"
+                    break
+                batch += paths
+                found += len(paths)
+                if batch and time.monotonic() - sent >= BATCH_SECONDS:
+                    self.post_message(self.Found(batch))
+                    batch, sent = [], time.monotonic()
+        except Exception as err:  # the picker stays; say what stopped the walk
+            cut = f"the walk stopped ({type(err).__name__}: {err}): {found:,} files shown"
+        self.post_message(self.Found(batch, done=True, cut=cut))
+
+    def on_file_picker_found(self, msg: FilePicker.Found) -> None:
+        self.files += msg.paths
+        if msg.done:
+            count = msg.cut or (f"{len(self.files):,} files" if self.files else "no files here")
+        else:
+            count = f"listing the files… {len(self.files):,} so far"
+        self.query_one("#file-count", Static).update(Content(safe_text(count)))
+        self.show_matches(self.query_one(Input).value)
 
     @on(Input.Changed)
     def narrowed(self, event: Input.Changed) -> None:
@@ -100,6 +157,8 @@ class FilePicker(ModalScreen[str | None]):
             matches = [f for score, f in scored if score > 0][:SHOWN]
         else:
             matches = self.files[:SHOWN]
+        if matches == self.matches and self.matches:
+            return  # more files came, the list is the same: the highlight stays where the user moved it
         options = self.query_one(OptionList)
         options.clear_options()
         options.add_options(Option(Content(safe_text(f)), id=str(i)) for i, f in enumerate(matches))
@@ -119,63 +178,6 @@ class FilePicker(ModalScreen[str | None]):
 
     def action_down(self) -> None:
         self.query_one(OptionList).focus()
-
-
-class ConfirmWrite(ModalScreen[bool]):
-    """y writes, anything else does not."""
-
-    BINDINGS = [Binding("y", "dismiss(True)", "Write"), Binding("n,escape", "dismiss(False)", "Cancel")]
-
-    def __init__(self, rw: Rewrite) -> None:
-        super().__init__()
-        self.rw = rw
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static(Content(safe_text(f"Write {self.rw.lines} lines to {self.rw.name}, replacing it?  (y / n)")))
-
-
-class DiffScreen(ModalScreen[bool]):
-    """The diff; w asks before writing it back. Dismissed with whether it was written."""
-
-    BINDINGS = [Binding("escape,q", "dismiss(False)", "Close"), Binding("w", "write", "Write it back")]
-
-    def __init__(self, rw: Rewrite) -> None:
-        super().__init__()
-        self.rw = rw
-
-    def compose(self) -> ComposeResult:
-        title = f"{self.rw.name}: the last reply's code against the file on disk  (w write it back · esc)"
-        with Vertical(classes="dialog", id="diff"):
-            yield Static(Content(safe_text(title)), classes="dialog-title")
-            with VerticalScroll():
-                yield Static(diff_content(self.rw.diff()), id="diff-lines")
-
-    def action_write(self) -> None:
-        def confirmed(yes: bool | None) -> None:
-            if not yes:
-                self.notify("nothing written", timeout=3)
-                return
-            try:
-                write_back(self.rw)
-            except SpecchatError as err:
-                self.notify(err.one_line(), severity="error", timeout=10)
-                return
-            self.dismiss(True)
-
-        self.app.push_screen(ConfirmWrite(self.rw), confirmed)
-
-
-def diff_content(lines: list[str]) -> Content:
-    """The diff's lines, added and removed in the theme's colours; the text is data, never markup."""
-    if not lines:
-        return Content("the reply's code is the file as it is: nothing to write")
-    styles = {"+": "$success", "-": "$error", "@": "$accent"}
-    out = []
-    for line in lines:
-        style = "bold" if line.startswith(("+++", "---")) else styles.get(line[:1], "")
-        out.append(Content.styled(safe_text(line), style) if style else Content(safe_text(line)))
-    return Content("\n").join(out)
 
 
 class FileView(Protocol):
@@ -223,13 +225,13 @@ class FileKeys:
 
     def action_diff(self) -> None:
         view = cast(FileView, self)
-        session = view.chat.session
-        text, files = view.reply_text(), attached_in(session.messages if session is not None else [])
+        conversation = view.chat.conversation
+        files = conversation.attached()
         if not files:
-            view.notify("no file attached in this chat to write back to (@ or /file PATH attaches one)", timeout=5)
+            view.notify(REOPENED if conversation.reopened else NO_FILE, timeout=6)
             return
         try:
-            rw = find_rewrite(text or "", files)
+            rw = find_rewrite(view.reply_text() or "", files)
         except SpecchatError as err:
             view.notify(err.one_line(), severity="error", timeout=10)
             return
@@ -237,8 +239,16 @@ class FileKeys:
             view.notify("the last reply has no code block like an attached file", timeout=5)
             return
 
-        def done(written: bool | None) -> None:
-            if written:
+        def done(written: Attachment | None) -> None:
+            if written is not None:
+                conversation.rewritten(rw.file, written)  # the next F9 diffs against the file as written
                 view.notify(f"wrote {rw.lines} lines to {rw.name}", timeout=5)
 
         view.app.push_screen(DiffScreen(rw), done)
+
+
+NO_FILE = "no file attached in this chat to write back to (@ or /file PATH attaches one)"
+REOPENED = (
+    "no file attached since this conversation was reopened: files attached before are not kept"
+    " for writing back (attach the file again: @ or /file PATH)"
+)

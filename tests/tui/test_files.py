@@ -1,23 +1,31 @@
 """Files in the chat, under Pilot on the fake model: `@` opens the file
 picker (fuzzy, from the folder specchat runs in) and attaches the pick; F9
-shows the last reply's code against the attached file it rewrites, and
-writes it back only after `w` and then `y`, whole, and never over a file
-changed since the diff."""
+shows the last reply's code against the attached file it rewrites (one the
+user attached in this chat), and writes it back only after `w` and then
+`y`, whole, and never over a file changed since it was attached."""
 
 from __future__ import annotations
+
+import threading
+from pathlib import Path
 
 import pytest
 from textual.widgets import Input, OptionList, Static
 
-from specchat.attach import Attachment, with_files
 from specchat.history import History, Message
-from specchat.tui.files import ConfirmWrite, DiffScreen, FilePicker, files_under
+from specchat.tui import files
+from specchat.tui.files import MAX_FILES, REOPENED, FilePicker, files_under
 from specchat.tui.panels import StatusBar
-from specchat.tui.widgets import PromptInput
-from tests.support.tui import make_app, notices, ready, wait_until
+from specchat.tui.widgets import AssistantMessage, PromptInput
+from specchat.tui.writeback import ConfirmWrite, DiffScreen
+from specchat.walk import walk
+from tests.support.deep import nested_folders
+from tests.support.tui import enter, make_app, notices, ready, send, wait_until
 
 pytestmark = pytest.mark.usefixtures("specchat_home")
 
+CHANGED = "src/calc.py changed since it was attached (attach it again (@ or /file PATH))"
+NOTHING = "the reply's code is the file as it is: nothing to write"
 OLD = "def total(items):\n    s = 0\n    for x in items:\n        s += x\n    return s\n"
 NEW = "def total(values):\n    s = 0\n    for x in values:\n        s += x\n    return s\n"
 
@@ -34,8 +42,81 @@ def folder(tmp_path, monkeypatch):
 
 
 def test_the_picker_lists_files_but_not_hidden_folders(folder):
-    assert files_under(folder) == ["notes.txt", "src/calc.py"]
-    assert files_under(folder, limit=1) == ["notes.txt"]
+    assert list(files_under(folder)) == [["notes.txt"], ["src/calc.py"]]  # folder by folder
+
+
+async def test_the_picker_in_a_folder_nested_1100_deep_lists_its_files_and_the_chat_goes_on(folder):
+    """Python 3.11's os.walk recurses once per level: 1,100 of them ended the chat, the prompt's text with it."""
+    app = make_app(folder / "data")
+    with nested_folders(folder / "src", 1100) as bottom:
+        (bottom / "deep.txt").write_text("at the bottom\n")
+        (bottom / "up").symlink_to(folder, target_is_directory=True)  # a loop, were links followed
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot)
+            prompt = app.query_one(PromptInput)
+            await pilot.press(*"look at", "space", "@")
+            await wait_until(pilot, lambda: isinstance(app.screen, FilePicker))
+            picker = app.screen
+            await wait_until(pilot, lambda: picker_count(picker).endswith(" files"), timeout=30)  # the walk's end
+            await pilot.press(*"deep")
+            options = picker.query_one(OptionList)
+            await wait_until(pilot, lambda: options.option_count == 1)
+            assert str(options.get_option_at_index(0).prompt) == str((bottom / "deep.txt").relative_to(folder))
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: prompt.text == "look at @")
+
+
+def picker_count(picker: FilePicker) -> str:
+    """What the picker says under its list: how many files, or why it lists fewer."""
+    return str(picker.query_one("#file-count", Static).render())
+
+
+async def test_a_folder_with_more_files_than_the_picker_lists_says_so(folder):
+    many = folder / "many"
+    many.mkdir()
+    for i in range(MAX_FILES + 1):
+        (many / f"f{i:05}.txt").touch()
+    app = make_app(folder / "data")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("@")
+        await wait_until(pilot, lambda: isinstance(app.screen, FilePicker))
+        picker = app.screen
+        await wait_until(pilot, lambda: picker_count(picker) == "first 5,000 files shown", timeout=30)
+        assert len(picker.files) == MAX_FILES == 5000
+
+
+async def test_esc_closes_the_picker_while_it_walks_and_stops_the_walk(folder, monkeypatch):
+    """A walk that takes long (100,000 folders): the list fills as it goes,
+    Esc closes the picker at once, and the walk goes no further."""
+    for i in range(20):
+        (folder / "tree" / f"{i:02}").mkdir(parents=True)
+        (folder / "tree" / f"{i:02}" / "file.txt").touch()
+    walked: list[Path] = []
+    slow = threading.Event()  # set: the walk goes on again
+
+    def slow_walk(root, **kw):
+        for item in walk(root, **kw):
+            walked.append(item[0])
+            if len(walked) > 4:  # the first folders come at once, then each waits
+                slow.wait(10)
+            yield item
+
+    monkeypatch.setattr(files, "walk", slow_walk)
+    app = make_app(folder / "data")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        prompt = app.query_one(PromptInput)
+        await pilot.press("@")
+        await wait_until(pilot, lambda: isinstance(app.screen, FilePicker))
+        picker = app.screen
+        await wait_until(pilot, lambda: "listing the files…" in picker_count(picker) and picker.files)
+        assert picker.query_one(OptionList).option_count == len(picker.files) < 20
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: prompt.text == "@")  # closed while the walk waits
+        slow.set()
+        await wait_until(pilot, lambda: not any(w.is_running for w in app.workers if w.group == "file-picker"))
+        assert len(walked) == 5  # up to the folder it waited in, and none after it
 
 
 async def test_at_opens_the_picker_and_attaches_the_file_picked(folder):
@@ -69,31 +150,36 @@ async def test_an_at_inside_a_word_or_left_with_esc_is_typed(folder):
         assert not app.chat.attachments
 
 
-def rewrite_conversation(folder) -> int:
-    """A stored exchange: calc.py attached with a rename asked, and a reply that gives the whole file."""
-    history = History(folder / "data" / "history.sqlite3")
-    asked = with_files("Rename items to values.", [Attachment("src/calc.py", OLD)])
-    reply = f"Here it is:\n\n```python\n{NEW}```\n\nOnly the name changed."
-    conv = history.record("fake-pair", asked, Message("assistant", reply))
-    assert history.load(conv).title == "[+ src/calc.py] Rename items to values."  # the words, not the file's name line
-    history.close()
-    return conv
+def reply_says(app, text: str) -> None:
+    """The fake model writes no code: its last reply is given the text a
+    model would have written (F9 reads the reply as the screen holds it)."""
+    app.query(AssistantMessage).last().spans = [{"text": text, "kind": "target", "drafter": "target"}]
 
 
-async def open_diff(pilot, conv: int) -> DiffScreen:
-    app = pilot.app
+async def rewrite_asked(pilot, name: str = "src/calc.py") -> None:
+    """`name` attached with /file and a rename asked; the reply gives the whole file renamed."""
     await ready(pilot)
-    app.screen.load_conversation(conv)
+    await enter(pilot, f"/file {name}")
+    await wait_until(pilot, lambda: pilot.app.chat.attachments)
+    await send(pilot, "Rename items to values.")
+    reply_says(pilot.app, f"Here it is:\n\n```python\n{NEW}```\n\nOnly the name changed.")
+
+
+async def open_diff(pilot) -> DiffScreen:
+    """F9, and the diff once its worker has made it."""
+    app = pilot.app
     await pilot.press("f9")
     await wait_until(pilot, lambda: isinstance(app.screen, DiffScreen))
-    return app.screen
+    diff = app.screen
+    await wait_until(pilot, lambda: diff.changes is not None)
+    return diff
 
 
 async def test_f9_shows_the_diff_and_writes_only_after_w_and_y(folder):
-    conv = rewrite_conversation(folder)
     app = make_app(folder / "data")
     async with app.run_test(size=(120, 40)) as pilot:
-        diff = await open_diff(pilot, conv)
+        await rewrite_asked(pilot)
+        diff = await open_diff(pilot)
         shown = str(diff.query_one("#diff-lines", Static).render())
         assert "-def total(items):" in shown and "+def total(values):" in shown and "--- a/src/calc.py" in shown
         await pilot.press("w")
@@ -108,19 +194,48 @@ async def test_f9_shows_the_diff_and_writes_only_after_w_and_y(folder):
         assert (folder / "src" / "calc.py").read_text() == NEW
         assert "wrote 5 lines to src/calc.py" in notices(app)
         assert not list((folder / "src").glob(".*.tmp"))  # no temporary file left beside it
+        diff = await open_diff(pilot)  # the file attached is now the file as written: nothing left to change
+        assert str(diff.query_one("#diff-lines", Static).render()) == NOTHING
 
 
 async def test_a_file_changed_since_the_diff_is_not_overwritten(folder):
-    conv = rewrite_conversation(folder)
     app = make_app(folder / "data")
     async with app.run_test(size=(120, 40)) as pilot:
-        await open_diff(pilot, conv)
+        await rewrite_asked(pilot)
+        await open_diff(pilot)
         (folder / "src" / "calc.py").write_text(OLD + "# edited meanwhile\n")
         await pilot.press("w")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmWrite))
-        await pilot.press("y")
-        await wait_until(pilot, lambda: any("src/calc.py changed on disk since the diff" in n for n in notices(app)))
+        await wait_until(pilot, lambda: CHANGED in notices(app))
+        assert not isinstance(app.screen, ConfirmWrite)  # refused before asking
         assert (folder / "src" / "calc.py").read_text() == OLD + "# edited meanwhile\n"
+
+
+async def test_a_file_changed_between_w_and_y_is_not_overwritten(folder):
+    app = make_app(folder / "data")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await rewrite_asked(pilot)
+        await open_diff(pilot)
+        await pilot.press("w")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmWrite))
+        (folder / "src" / "calc.py").write_text(OLD + "# edited meanwhile\n")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: CHANGED in notices(app))
+        assert (folder / "src" / "calc.py").read_text() == OLD + "# edited meanwhile\n"
+
+
+async def test_a_file_changed_since_it_was_attached_is_refused_at_f9(folder):
+    app = make_app(folder / "data")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await rewrite_asked(pilot)
+        (folder / "src" / "calc.py").write_text(OLD.replace("s = 0", "s = 1"))
+        await pilot.press("f9")
+        await wait_until(pilot, lambda: CHANGED in notices(app))
+        assert not isinstance(app.screen, DiffScreen)
+        await enter(pilot, "/file src/calc.py")  # attached again: the diff is against the file as it is now
+        await send(pilot, "Once more.")
+        reply_says(app, f"```python\n{NEW}```")
+        diff = await open_diff(pilot)
+        assert "-    s = 1" in str(diff.query_one("#diff-lines", Static).render())
 
 
 async def test_f9_without_an_attached_file_says_so(folder):
@@ -131,3 +246,36 @@ async def test_f9_without_an_attached_file_says_so(folder):
         await pilot.pause()
         assert "no file attached in this chat to write back to (@ or /file PATH attaches one)" in notices(app)
         assert not isinstance(app.screen, (DiffScreen, Input))
+
+
+async def test_a_reopened_conversation_keeps_no_file_to_write_back_to(folder):
+    """The history keeps messages, not what was attached: a stored message's
+    file block is text, and F9 says the file must be attached again."""
+    history = History(folder / "data" / "history.sqlite3")
+    asked = f"src/calc.py:\n```\n{OLD}```\n\nRename items to values."
+    conv = history.record("fake-pair", asked, Message("assistant", f"```python\n{NEW}```"))
+    assert history.load(conv).title == "[+ src/calc.py] Rename items to values."  # the words, not the file's name line
+    history.close()
+    app = make_app(folder / "data")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.screen.load_conversation(conv)
+        await pilot.press("f9")
+        await wait_until(pilot, lambda: REOPENED in notices(app))
+        assert not isinstance(app.screen, DiffScreen)
+        assert (folder / "src" / "calc.py").read_text() == OLD
+
+
+async def test_an_edited_message_keeps_the_file_whose_text_it_still_holds(folder):
+    app = make_app(folder / "data")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await rewrite_asked(pilot)
+        await pilot.press("ctrl+l")
+        prompt = app.query_one(PromptInput)
+        await wait_until(pilot, lambda: prompt.text.endswith("Rename items to values."))
+        await send(pilot, prompt.text.replace("Rename items", "Please rename items"))
+        assert [f.name for f in app.conversation.attached()] == ["src/calc.py"]
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: prompt.text.endswith("to values."))
+        await send(pilot, prompt.text.replace("s = 0", "s = 10"))  # the file's text edited: no longer the file
+        assert app.conversation.attached() == []
