@@ -122,8 +122,21 @@ def local_fields(stats: dict) -> list[tuple[str, str]]:
         ("accepted", f"{stats.get('acceptance_rate', 0.0) * 100:.0f}% accepted"),
         ("tok_s", f"{tok_s:.1f} tok/s"),
         ("baseline", f"off {baseline:.1f} tok/s (measured)" if baseline else "off not measured (reply too short)"),
-        ("speedup", number(stats.get("speedup"), ".2f", "×")),
+        ("speedup", speedup_text(stats)),
     ]
+
+
+WIDE = 0.05  # a speedup whose interval reaches further than this either side shows the interval
+
+
+def speedup_text(stats: dict) -> str:
+    """The speedup, with its interval where the baseline's samples leave it
+    uncertain by more than WIDE: "1.65× (1.52–1.78×)", never a confident figure they do not support."""
+    speedup, low, high = (_figure(stats.get(k)) for k in ("speedup", "speedup_low", "speedup_high"))
+    text = number(speedup, ".2f", "×")
+    if speedup and low is not None and high is not None and max(speedup - low, high - speedup) > WIDE * speedup:
+        text += f" ({low:.2f}–{high:.2f}×)"
+    return text
 
 
 SERVER_TOTALS = "server totals"  # provenance of a server reply's accepted spans: its running counters

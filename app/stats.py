@@ -3,8 +3,12 @@ TurnStats summed from them. Pure data and arithmetic, no model."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+
+# Student's t at 95% (a two-sided 90% interval) for 1..10 degrees of freedom; past 10, 1.645 + 1.7/df.
+T90 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812)
 
 
 @dataclass
@@ -58,6 +62,10 @@ class TurnStats:
     spec_tok_s: float = 0.0  # tokens from verify rounds / their time
     baseline_tok_s: float | None = None  # from the steady plain steps of the same turn
     speedup: float | None = None  # tok_s / baseline_tok_s
+    # The speedup's 90% interval from the spread of the baseline's samples
+    # (None below 2 of them): a few samples in a noisy spell give a wide one.
+    speedup_low: float | None = None
+    speedup_high: float | None = None
     prefill_tokens: int = 0
     prefill_tok_s: float = 0.0
     t_draft: float = 0.0
@@ -125,9 +133,24 @@ def summarize(
         # With every step plain (drafter off), the turn is its own baseline.
         ours = s.spec_tok_s if strategy else s.baseline_tok_s
         s.speedup = ours / s.baseline_tok_s
+        interval = mean_interval([r.t_verify for r in steady])
+        if interval is not None:  # speedup = ours × the mean step time
+            s.speedup_low, s.speedup_high = ours * interval[0], ours * interval[1]
     s.prefill_tokens = prefill_tokens
     s.prefill_tok_s = prefill_tokens / t_prefill if t_prefill > 0 else 0.0
     return s
+
+
+def mean_interval(times: Sequence[float]) -> tuple[float, float] | None:
+    """A 90% interval of the mean of these times (Student's t); None below 2."""
+    n = len(times)
+    if n < 2:
+        return None
+    mean = sum(times) / n
+    sd = math.sqrt(sum((t - mean) ** 2 for t in times) / (n - 1))
+    df = n - 1
+    half = (T90[df - 1] if df <= len(T90) else 1.645 + 1.7 / df) * sd / math.sqrt(n)
+    return max(0.0, mean - half), mean + half
 
 
 def _tokens(rounds: list[Round]) -> int:

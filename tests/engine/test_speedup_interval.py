@@ -1,0 +1,54 @@
+"""The shown speedup says how sure it is: the baseline's plain steps are a
+sample, and where their spread leaves the speedup uncertain by more than 5%
+either side the stats line gives its 90% interval beside it."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from specchat.display import local_fields, speedup_text
+from specchat.stats import Round, mean_interval, summarize
+
+
+def plain(seconds: float) -> Round:
+    return Round(accepted=[], rejected=[], target=1, drafter="off", plain=True, steady=True, t_verify=seconds)
+
+
+def verify(seconds: float, accepted: int = 7) -> Round:
+    return Round(accepted=[1] * accepted, rejected=[], target=1, drafter="ngram", plain=False, t_verify=seconds)
+
+
+def test_the_interval_of_a_mean_follows_student_s_t():
+    assert mean_interval([0.03]) is None
+    half = 6.314 * statistics.stdev([0.03, 0.04]) / 2**0.5  # two samples: one degree of freedom
+    assert mean_interval([0.030, 0.040]) == pytest.approx((0.035 - half, 0.035 + half))
+    assert mean_interval([0.01, 0.09])[0] == 0.0  # a time is never negative
+    steady = [0.036] * 30
+    assert mean_interval(steady) == pytest.approx((0.036, 0.036))  # no spread: the mean itself
+    many = [0.03, 0.04] * 20  # 40 samples: 1.645 + 1.7/39 sd/√n either side
+    half = (1.645 + 1.7 / 39) * statistics.stdev(many) / 40**0.5
+    assert mean_interval(many) == pytest.approx((0.035 - half, 0.035 + half))
+
+
+def test_steady_samples_give_a_tight_interval_and_no_range_on_the_line():
+    rounds = [plain(0.036), plain(0.0362), plain(0.0359), verify(0.3), plain(0.0361), verify(0.3)]
+    s = summarize(rounds, t_decode=sum(r.t_verify for r in rounds)).to_dict()
+    assert s["speedup_low"] < s["speedup"] < s["speedup_high"]
+    assert s["speedup_high"] - s["speedup_low"] < 0.02 * s["speedup"]
+    assert speedup_text({**s, "drafters": ["ngram"]}) == f"{s['speedup']:.2f}×"
+
+
+def test_samples_a_slow_spell_split_show_the_range_beside_the_speedup():
+    rounds = [plain(0.036), plain(0.052), plain(0.035), verify(0.3), plain(0.050), verify(0.3)]
+    s = summarize(rounds, t_decode=sum(r.t_verify for r in rounds)).to_dict()
+    low, high = s["speedup_low"], s["speedup_high"]
+    assert low < s["speedup"] * 0.95 and high > s["speedup"] * 1.05
+    fields = dict(local_fields({**s, "drafters": ["ngram"]}))
+    assert fields["speedup"] == f"{s['speedup']:.2f}× ({low:.2f}–{high:.2f}×)"
+
+
+def test_a_stored_reply_without_an_interval_shows_its_speedup_alone():
+    assert speedup_text({"speedup": 1.5}) == "1.50×"
+    assert speedup_text({"speedup": 1.5, "speedup_low": "x", "speedup_high": None}) == "1.50×"
