@@ -237,11 +237,17 @@ class CostModel:
         self.seen = dict(seen)
 
     def drifted(self) -> int | None:
-        """A size whose live rounds (seen DRIFT_ROUNDS times or more) moved it
-        more than DRIFT from the measured curve, or None."""
+        """A size whose live rounds (seen DRIFT_ROUNDS times or more) moved its
+        cost relative to a plain step's past DRIFT from the measured curve, or
+        None. A change of level (the whole machine slower or faster, or live
+        steps costing a steady share more than calibration's bare decodes) is
+        followed by `observe`'s scaling and calls for no new measurement: auto
+        prices by the curve's shape."""
+        one, now = self.measured.get(1), self.seconds.get(1)
+        level = now / one if one and now else 1.0
         for n, count in sorted(self.seen.items()):
             was = self.measured.get(n)
-            if was and count >= DRIFT_ROUNDS and abs(self.seconds[n] / was - 1) > DRIFT:
+            if n != 1 and was and count >= DRIFT_ROUNDS and abs(self.seconds[n] / (was * level) - 1) > DRIFT:
                 return n
         return None
 

@@ -271,15 +271,27 @@ def test_an_old_curve_is_measured_again_and_dated():
     assert measured_at("a fake with a key") == session.curve.measured
 
 
-def test_live_rounds_that_drift_from_the_curve_call_for_a_new_one():
+def test_live_rounds_that_drift_from_the_curve_s_shape_call_for_a_new_one():
     costs = CostModel.from_points({1: 0.010, 2: 0.012, 4: 0.020})
     for _ in range(DRIFT_ROUNDS):
-        costs.observe(1, 0.011)  # within DRIFT of what was measured
+        costs.observe(4, 0.022)  # within DRIFT of what was measured
     assert costs.drifted() is None
     for _ in range(DRIFT_ROUNDS):
-        costs.observe(1, 0.030)  # the machine got three times slower
-    assert costs.drifted() == 1
+        costs.observe(4, 0.060)  # four positions now cost six plain steps, not two
+    assert costs.drifted() == 4
     costs.load(costs.seconds)  # measured again: the new curve is the reference
+    assert costs.drifted() is None
+
+
+def test_a_machine_that_got_slower_as_a_whole_keeps_its_curve():
+    """Live steps that cost a steady share more than calibration's bare
+    decodes (or a machine three times slower) move every size alike: the
+    curve's shape holds, and it is not measured again."""
+    costs = CostModel.from_points({1: 0.010, 2: 0.012, 4: 0.020})
+    for _ in range(3 * DRIFT_ROUNDS):
+        costs.observe(1, 0.030)
+        costs.observe(4, 0.060)  # twice a step's cost still, at the new level
+    assert costs.seconds[1] == pytest.approx(0.030, rel=0.01) and costs.step(2) == pytest.approx(0.036, rel=0.02)
     assert costs.drifted() is None
 
 
