@@ -61,7 +61,7 @@ class TurnStats:
     tok_s: float = 0.0  # whole turn, wall clock, decode only
     spec_tok_s: float = 0.0  # tokens from verify rounds / their time
     baseline_tok_s: float | None = None  # from the steady plain steps of the same turn
-    speedup: float | None = None  # tok_s / baseline_tok_s
+    speedup: float | None = None  # spec_tok_s / baseline_tok_s; None where nothing was drafted
     # The speedup's 90% interval from the spread of the baseline's samples
     # (None below 2 of them): a few samples in a noisy spell give a wide one.
     speedup_low: float | None = None
@@ -130,12 +130,13 @@ def summarize(
         # A plain step per steady round, the one that decodes the end-of-generation
         # token too: it costs a step and shows no token.
         s.baseline_tok_s = len(steady) / t_steady
-        # With every step plain (drafter off), the turn is its own baseline.
-        ours = s.spec_tok_s if strategy else s.baseline_tok_s
-        s.speedup = ours / s.baseline_tok_s
+    if verify and s.baseline_tok_s:
+        # A turn that drafted nothing ran plain steps only: its "speedup" would
+        # be the machine's noise, so it has none (drafter off included).
+        s.speedup = s.spec_tok_s / s.baseline_tok_s
         interval = mean_interval([r.t_verify for r in steady])
         if interval is not None:  # speedup = ours × the mean step time
-            s.speedup_low, s.speedup_high = ours * interval[0], ours * interval[1]
+            s.speedup_low, s.speedup_high = s.spec_tok_s * interval[0], s.spec_tok_s * interval[1]
     s.prefill_tokens = prefill_tokens
     s.prefill_tok_s = prefill_tokens / t_prefill if t_prefill > 0 else 0.0
     return s

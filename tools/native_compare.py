@@ -167,9 +167,11 @@ def table(results: dict, configs: list[str]) -> list[str]:
         best = max(native, key=lambda c: native[c]) if native else None
         cells = [f"{med['off']:.1f} tok/s"] + [f"{med[c]:.1f} ({med[c] / med['off']:.2f}×)" for c in configs[1:]]
         vs = f"{med['auto'] / native[best]:.2f}×" if best else "–"
-        shown = statistics.median(r["shown"] or 0.0 for r in by["auto"])  # None: nothing to compare with
-        lines.append(f"| {prompt} | " + " | ".join(cells) + f" | {best or '–'} | {vs} | {shown:.2f}× "
-                     f"| {shown / (med['auto'] / med['off']):.2f} |")
+        said = [r["shown"] for r in by["auto"] if r.get("shown") is not None]  # None: nothing was drafted
+        shown = statistics.median(said) if said else None
+        against = "–" if shown is None else f"{shown / (med['auto'] / med['off']):.2f}"
+        lines.append(f"| {prompt} | " + " | ".join(cells) + f" | {best or '–'} | {vs} "
+                     f"| {'none' if shown is None else f'{shown:.2f}×'} ({len(said)} of {len(by['auto'])}) | {against} |")
     return lines
 
 

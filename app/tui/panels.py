@@ -61,7 +61,8 @@ class StatsPanel(VerticalScroll):
 
     def show(self, turns: list[dict], devices: dict | None = None) -> None:
         self.query_one("#alpha-spark", Sparkline).data = [t.get("alpha", 0.0) for t in turns]
-        self.query_one("#speedup-spark", Sparkline).data = [t.get("speedup") or 0.0 for t in turns]
+        # A reply that drafted nothing has no speedup: it is left out, not drawn as 0×.
+        self.query_one("#speedup-spark", Sparkline).data = [t["speedup"] for t in turns if t.get("speedup")]
         self.query_one("#panel-numbers", Static).update(panel_text(turns, devices or {}))
 
 

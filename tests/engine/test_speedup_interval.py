@@ -52,3 +52,12 @@ def test_samples_a_slow_spell_split_show_the_range_beside_the_speedup():
 def test_a_stored_reply_without_an_interval_shows_its_speedup_alone():
     assert speedup_text({"speedup": 1.5}) == "1.50×"
     assert speedup_text({"speedup": 1.5, "speedup_low": "x", "speedup_high": None}) == "1.50×"
+
+
+def test_a_turn_that_drafted_nothing_has_no_speedup():
+    """Plain steps only (drafter off, or auto finding nothing to draft): the
+    "speedup" would be the machine's noise, so run --json, the stats line and
+    the stored reply all say none."""
+    s = summarize([plain(0.036), plain(0.040), plain(0.035)], t_decode=0.111)
+    assert s.baseline_tok_s == pytest.approx(3 / 0.111)
+    assert (s.speedup, s.speedup_low, s.speedup_high) == (None, None, None)
