@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from specchat.costmodel import CostModel, KeptCurve, calibration_sizes, warmup_steps
+from specchat.costmodel import CostModel, calibration_sizes, warmup_steps
 from specchat.dialogue import Dialogue, SessionStatus
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
@@ -25,6 +25,7 @@ from specchat.drafters.registry import Drafters
 from specchat.engine import Engine, Turn
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
+from specchat.keptcurve import KeptCurve
 from specchat.llamacpp.grammar import Grammar
 from specchat.sampling import SamplingParams
 from specchat.schema import GrammarSpec

@@ -50,7 +50,7 @@ class TargetModel(Protocol):
     @property
     def max_draft(self) -> int: ...  # the longest draft whose rejected tokens it takes back in one step
     @property
-    def cost_key(self) -> str | None: ...  # what its cost curve depends on (costmodel.saved_curve); None: keep none
+    def cost_key(self) -> str | None: ...  # what its cost curve depends on (keptcurve.saved_curve); None: keep none
 
     def close(self) -> None: ...
 

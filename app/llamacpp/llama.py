@@ -192,7 +192,7 @@ class Model:
     def cost_key(self) -> str:
         """What this model's cost curve depends on: the file (path, size,
         mtime), llama.cpp's build, threads, context and batch size, where it
-        runs and its CPU kernels (costmodel.saved_curve keeps one per key)."""
+        runs and its CPU kernels (keptcurve.saved_curve keeps one per key)."""
         st = self.path.stat()
         where = self.device
         parts = [

@@ -14,21 +14,11 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from specchat import costmodel, paths
+from specchat import costmodel, keptcurve, paths
 from specchat.chat import ChatSession
 from specchat.cli import app
-from specchat.costmodel import (
-    CALIBRATION_SIZES,
-    DRIFT_ROUNDS,
-    MAX_AGE_S,
-    SMOOTHING,
-    CostModel,
-    calibration_sizes,
-    implausible,
-    measured_at,
-    save_curve,
-    saved_curve,
-)
+from specchat.costmodel import CALIBRATION_SIZES, DRIFT_ROUNDS, SMOOTHING, CostModel, calibration_sizes, implausible
+from specchat.keptcurve import MAX_AGE_S, measured_at, save_curve, saved_curve
 from specchat.display import local_fields
 from specchat.drafters import K_MAX
 from tests.support.fake_model import FakeModel
@@ -440,11 +430,11 @@ def test_a_kept_curve_that_live_rounds_agree_with_stays():
 def test_only_the_most_recently_saved_curves_are_kept():
     now = time.time()
     planted = {f"model {i}": {"seconds": flat_curve(), "measured": now - 10_000, "saved": now - 1000 + i}
-               for i in range(costmodel.CURVES_KEPT + 8)}
+               for i in range(keptcurve.CURVES_KEPT + 8)}
     planted["a date to come"] = {"seconds": flat_curve(), "saved": YEAR_2100}  # no date: the oldest
     paths.data_dir().mkdir(parents=True)
     (paths.data_dir() / "cost-curves.json").write_text(json.dumps(planted))
     save_curve("a new model", {1: 0.01, 2: 0.015, 4: 0.03})
     kept = json.loads((paths.data_dir() / "cost-curves.json").read_text())
-    assert len(kept) == costmodel.CURVES_KEPT
-    assert set(kept) == {"a new model", *(f"model {i}" for i in range(9, costmodel.CURVES_KEPT + 8))}
+    assert len(kept) == keptcurve.CURVES_KEPT
+    assert set(kept) == {"a new model", *(f"model {i}" for i in range(9, keptcurve.CURVES_KEPT + 8))}

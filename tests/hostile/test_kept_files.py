@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat import costmodel, kept, paths
+from specchat import kept, keptcurve, paths
 from specchat.llamacpp import kernels
 
 CHILD_SECONDS = 120  # a child imports specchat and reads one file: seconds, even on a busy machine
@@ -92,16 +92,16 @@ def test_a_planted_kernels_json_is_probed_again_and_replaced(kind, tmp_path):
 
 
 CURVE = """
-    from specchat import costmodel
-    print(costmodel.saved_curve("k"), costmodel.measured_at("k"))
-    costmodel.save_curve("k", {1: 0.01, 2: 0.015, 4: 0.03})
-    print(costmodel.saved_curve("k"))
+    from specchat import keptcurve
+    print(keptcurve.saved_curve("k"), keptcurve.measured_at("k"))
+    keptcurve.save_curve("k", {1: 0.01, 2: 0.015, 4: 0.03})
+    print(keptcurve.saved_curve("k"))
 """
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_planted_cost_curves_json_is_no_curve_and_is_replaced(kind):
-    path = paths.data_dir() / costmodel.CURVES
+    path = paths.data_dir() / keptcurve.CURVES
     plant(path, kind)
     r = in_child(CURVE)
     assert r.returncode == 0, r.stderr
@@ -142,23 +142,23 @@ def test_a_token_cache_that_is_no_database_is_made_anew():
 
 
 def test_a_folder_where_a_record_belongs_is_no_record_and_nothing_breaks(capsys):
-    path = paths.data_dir() / costmodel.CURVES
+    path = paths.data_dir() / keptcurve.CURVES
     plant(path, "folder")
-    assert costmodel.saved_curve("k") is None
-    costmodel.save_curve("k", {1: 0.01, 2: 0.015, 4: 0.03})  # cannot replace a folder: costs a measurement
-    assert costmodel.saved_curve("k") is None and path.is_dir()
+    assert keptcurve.saved_curve("k") is None
+    keptcurve.save_curve("k", {1: 0.01, 2: 0.015, 4: 0.03})  # cannot replace a folder: costs a measurement
+    assert keptcurve.saved_curve("k") is None and path.is_dir()
     assert capsys.readouterr().err.splitlines() == [warning_for(path)]
 
 
 def test_a_record_over_its_cap_is_not_read_and_is_replaced_small(capsys):
-    path = paths.data_dir() / costmodel.CURVES
+    path = paths.data_dir() / keptcurve.CURVES
     path.parent.mkdir(parents=True)
     curve = {"seconds": {"1": 0.01, "2": 0.015, "4": 0.03}, "measured": 1.0e9, "saved": 1.0e9}
-    padding = "x" * costmodel.CURVES_MAX_BYTES
+    padding = "x" * keptcurve.CURVES_MAX_BYTES
     path.write_text(json.dumps({"k": curve, "padding": {"seconds": {}, "note": padding}}))
-    assert costmodel.saved_curve("k") is None  # over the cap: not parsed at all
-    assert capsys.readouterr().err.splitlines() == [warning_for(path, f"is over {costmodel.CURVES_MAX_BYTES:,} bytes")]
-    costmodel.save_curve("k", {1: 0.01, 2: 0.015, 4: 0.03})
+    assert keptcurve.saved_curve("k") is None  # over the cap: not parsed at all
+    assert capsys.readouterr().err.splitlines() == [warning_for(path, f"is over {keptcurve.CURVES_MAX_BYTES:,} bytes")]
+    keptcurve.save_curve("k", {1: 0.01, 2: 0.015, 4: 0.03})
     assert path.stat().st_size < 1000 and list(json.loads(path.read_text())) == ["k"]
 
 
@@ -175,7 +175,7 @@ def test_a_record_that_is_no_json_object_is_said_once(capsys):
 def test_saving_replaces_a_planted_pipe_or_link_and_never_writes_through_it(kind, tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("the user's own file")
-    path = paths.data_dir() / costmodel.CURVES
+    path = paths.data_dir() / keptcurve.CURVES
     path.parent.mkdir(parents=True)
     if kind == "pipe":
         os.mkfifo(path)
@@ -183,7 +183,7 @@ def test_saving_replaces_a_planted_pipe_or_link_and_never_writes_through_it(kind
         path.symlink_to(outside)
     r = in_child(
         'from specchat import paths; import sys; paths.write_atomic(paths.data_dir() / sys.argv[1], "{}")',
-        costmodel.CURVES,
+        keptcurve.CURVES,
     )
     assert r.returncode == 0, r.stderr
     assert path.is_file() and not path.is_symlink() and path.read_text() == "{}"
