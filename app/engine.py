@@ -168,6 +168,7 @@ class Engine:
         # A switch asked for between turns, calibration and the drafter's own
         # prefill all happen here, before the decode clock starts.
         self.failure = ""
+        self._back_from_sitting_out()  # a turn that failed after its drafter did (the target erred) ended without it
         if not self._take_switch(context, cancel):
             self._calibrate_if_needed(cancel)
             self._drafter_hook(self.drafter.begin, context)

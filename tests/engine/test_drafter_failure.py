@@ -84,6 +84,32 @@ def test_a_switch_the_user_asks_for_after_a_failure_is_kept():
     assert engine.drafter is chosen
 
 
+class Erring(FakeModel):
+    """A target whose decode fails at its `at`-th call (a device lost, say)."""
+
+    def __init__(self, at: int, **kw) -> None:
+        super().__init__(**kw)
+        self.at, self.calls = at, 0
+
+    def eval(self, tokens, n_logits=1):
+        self.calls += 1
+        if self.calls == self.at:
+            raise RuntimeError("llama_decode failed (-3)")
+        super().eval(tokens, n_logits)
+
+
+def test_a_turn_that_fails_after_its_drafter_did_leaves_the_drafter_for_the_next():
+    model = Erring(at=12, seed=1)
+    drafter = Breaks(model, "propose", at=2)
+    engine = Engine(model, drafter, k=4)
+    with pytest.raises(RuntimeError):
+        engine.generate(PROMPT, 60)
+    drafter.hook = ""
+    model.at = 0  # the device is back
+    turn = engine.generate(PROMPT, 30)
+    assert engine.drafter is drafter and not turn.drafter_failed and any(not r.plain for r in turn.rounds)
+
+
 class Raising(Drafter):
     name = "ngram"
 
