@@ -135,7 +135,7 @@ def summarize(
         # be the machine's noise, so it has none (drafter off included).
         s.speedup = s.spec_tok_s / s.baseline_tok_s
         interval = mean_interval([r.t_verify for r in steady])
-        if interval is not None:  # speedup = ours × the mean step time
+        if interval is not None:  # speedup = spec_tok_s × the mean step time
             s.speedup_low, s.speedup_high = s.spec_tok_s * interval[0], s.spec_tok_s * interval[1]
     s.prefill_tokens = prefill_tokens
     s.prefill_tok_s = prefill_tokens / t_prefill if t_prefill > 0 else 0.0
