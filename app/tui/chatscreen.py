@@ -276,10 +276,8 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         self.post_message(Chosen({"drafter": self.chat.drafter}))
 
     def action_change_k(self, delta: int) -> None:
-        self.tell(self.chat.change_k(delta))
+        self.tell(self.chat.change_k(delta))  # for this drafter, this chat: the settings keep no k picked here
         self.set_status()
-        if self.chat.chosen_k is not None:
-            self.post_message(Chosen({"k": self.chat.chosen_k}))
 
     def action_legend(self) -> None:
         keys = legend_keys([active.binding for active in self.active_bindings.values()], self.app.get_key_display)

@@ -9,6 +9,7 @@ Textual, so the rules are tested as plain Python.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -56,15 +57,17 @@ class Status:
 
 class ChatController:
     """One chat's state. `drafter` is the drafter chosen (the engine takes
-    it at its next round); `chosen_k` is the k the user picked, or None
-    while each drafter runs at its own k (drafters.default_k), as `run` and
-    `bench` do."""
+    it at its next round); `chosen_k` is the k given for every drafter
+    (--k, or k in settings.toml), or None while each drafter runs at its own
+    k (drafters.default_k), as `run` and `bench` do; `k_for` holds a k picked
+    with the keys, for the drafter it was picked under alone (never saved)."""
 
     def __init__(self, conversation: Conversation, drafter: str, k: int | None = None) -> None:
         self.conversation = conversation
         self.session: Session | None = None
         self.drafter = drafter
         self.chosen_k = k
+        self.k_for: dict[str, int] = {}  # drafter -> the k picked for it with the keys
         self.generating = False
         self.binding = ""  # the schema file being bound on a worker, if one is
         self.editing = False  # the prompt holds the last message, to resend in its place
@@ -92,11 +95,16 @@ class ChatController:
         (or, on a pair switch, the k the current session runs at)."""
         if self.session is not None:
             return self.session.k
-        return self.chosen_k or default_k(self.drafter)
+        return self.k_of(self.drafter)
+
+    def k_of(self, name: str) -> int:
+        """The k a drafter runs at: the one picked for it, else the one given
+        for every drafter, else its own."""
+        return self.k_for.get(name) or self.chosen_k or default_k(name)
 
     def cycle_drafter(self) -> Notice | None:
         """off → ngram → draft → hybrid → auto, skipping drafters this pair
-        cannot run; until the user picks a k, each runs at its own."""
+        cannot run; each at its k (k_of)."""
         if self.session is None:
             return None
         names = self.session.drafter_names()  # a server offers only what it takes per request
@@ -112,8 +120,9 @@ class ChatController:
                 self.session.set_drafter(name)
             except SpecchatError:
                 continue  # this pair has no draft model: skip draft/hybrid
-            if self.chosen_k is None and default_k(name) != default_k(self.drafter):
-                self.session.set_k(default_k(name))
+            if self.k_of(name) != self.session.k:
+                with contextlib.suppress(SpecchatError):  # a server that takes no k per request runs at its own
+                    self.session.set_k(self.k_of(name))
             self.drafter = name
             self.draft_loading = self.generating and name in ("draft", "hybrid") and not self.session.draft_model_loaded
             return Notice(f"drafter: {name}{self._switch_note(name)}")
@@ -128,14 +137,14 @@ class ChatController:
         return note
 
     def change_k(self, delta: int) -> Notice | None:
-        """k one up or down; from then on every drafter runs at the k chosen here."""
+        """k one up or down, for the drafter running now: the others keep theirs."""
         if self.session is None:
             return None
         try:
             self.session.set_k(self.session.k + delta)
         except SpecchatError as err:  # a server that takes no k per request
             return Notice(err.one_line(), "warning", timeout=8)
-        self.chosen_k = self.session.k
+        self.k_for[self.drafter] = self.session.k
         return None
 
     # --- the session ----------------------------------------------------------------------

@@ -37,11 +37,27 @@ def test_each_drafter_runs_at_its_own_k_until_one_is_chosen():
     assert (chat.drafter, chat.session.k) == ("hybrid", 4)
     chat.cycle_drafter()
     assert (chat.drafter, chat.session.k) == ("grammar", 16)
-    assert chat.change_k(-1) is None and chat.chosen_k == 15  # chosen: it holds for every drafter
+    assert chat.change_k(-1) is None and chat.k_for == {"grammar": 15}  # picked for grammar alone
     for _ in range(5):
         chat.cycle_drafter()
-    assert (chat.drafter, chat.session.k) == ("draft", 15)
-    assert chat.status("").k == 15 and chat.status("").drafter == "draft"
+    assert (chat.drafter, chat.session.k) == ("draft", 4)  # draft keeps its own
+    assert chat.status("").k == 4 and chat.status("").drafter == "draft"
+    chat.cycle_drafter()
+    chat.cycle_drafter()
+    assert (chat.drafter, chat.session.k) == ("grammar", 15)  # and grammar the one picked for it
+
+
+def test_a_k_given_for_every_drafter_holds_until_one_is_picked_for_a_drafter():
+    chat = controller("draft", k=9)  # --k 9, or k = 9 in settings.toml
+    assert chat.session.k == 9
+    chat.change_k(+1)
+    chat.cycle_drafter()
+    assert (chat.drafter, chat.session.k) == ("hybrid", 9)
+    chat.cycle_drafter()
+    chat.cycle_drafter()  # hybrid -> grammar -> memory
+    for _ in range(4):  # memory -> auto -> off -> ngram -> draft
+        chat.cycle_drafter()
+    assert (chat.drafter, chat.session.k) == ("draft", 10)
 
 
 def test_a_pair_opens_at_the_chosen_k_or_the_drafters_own():

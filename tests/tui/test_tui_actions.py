@@ -72,7 +72,8 @@ async def test_cycle_drafter_mid_reply(tmp_path):
 async def test_each_drafter_runs_at_its_own_k_until_one_is_chosen(tmp_path):
     """The chat's k rule is run's and bench's (drafters.default_k): draft and
     hybrid at 4, the copying drafters and auto at 16, shown in the status bar;
-    a k from the keys (or --k, or the settings) then holds for every drafter."""
+    a k from the keys holds for the drafter it was picked under alone, and
+    is not saved in the settings."""
     app = make_app(tmp_path, drafter="draft")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
@@ -82,10 +83,15 @@ async def test_each_drafter_runs_at_its_own_k_until_one_is_chosen(tmp_path):
         assert app.chat.session.k == 4 and "drafter hybrid · k 4 ·" in str(bar.render())
         await pilot.press("ctrl+d")  # hybrid -> grammar
         assert app.chat.session.k == 16 and "drafter grammar · k 16 ·" in str(bar.render())
-        await pilot.press("ctrl+down")  # chosen here: 15 from now on
-        await pilot.press("ctrl+d", "ctrl+d", "ctrl+d", "ctrl+d", "ctrl+d")  # grammar -> memory -> auto -> off -> ngram -> draft
-        assert app.chat.session.drafter_name == "draft" and app.chat.session.k == 15
-        assert "drafter draft · k 15 ·" in str(bar.render())
+        await pilot.press("ctrl+down")  # picked for grammar: 15
+        await pilot.press("ctrl+d")  # grammar -> memory, at its own 64
+        assert app.chat.session.k == 64 and "drafter memory · k 64 ·" in str(bar.render())
+        await pilot.press("ctrl+d", "ctrl+d", "ctrl+d", "ctrl+d")  # memory -> auto -> off -> ngram -> draft
+        assert app.chat.session.drafter_name == "draft" and app.chat.session.k == 4
+        assert "drafter draft · k 4 ·" in str(bar.render())
+        await pilot.press("ctrl+d", "ctrl+d")  # draft -> hybrid -> grammar: the k picked for it
+        assert app.chat.session.k == 15 and "drafter grammar · k 15 ·" in str(bar.render())
+        assert app.settings.k is None
 
 
 async def test_cycle_order_and_skips_without_draft_model(tmp_path):
@@ -336,7 +342,7 @@ async def test_legend_shows_the_colours(tmp_path):
         assert app.screen.__class__.__name__ != "LegendScreen"
 
 
-async def test_a_drafter_and_k_picked_in_the_chat_are_the_next_chats(tmp_path, monkeypatch):
+async def test_a_drafter_picked_in_the_chat_is_the_next_chats_and_a_k_picked_is_not(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
     from specchat.config import load_settings
 
@@ -347,11 +353,12 @@ async def test_a_drafter_and_k_picked_in_the_chat_are_the_next_chats(tmp_path, m
         await pilot.press("ctrl+d", "ctrl+down")  # off -> ngram, then k 16 -> 15
         await pilot.pause()
     kept = load_settings()
-    assert (kept.drafter, kept.k) == ("ngram", 15)
+    assert (kept.drafter, kept.k) == ("ngram", None)  # a k belongs to the drafter and the chat it was picked in
+    assert "k =" not in (tmp_path / "config" / "settings.toml").read_text()
     again = make_app(tmp_path, settings=kept)
     async with again.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        assert "drafter ngram · k 15 ·" in str(again.query_one(StatusBar).render())
+        assert "drafter ngram · k 16 ·" in str(again.query_one(StatusBar).render())
 
 
 async def test_the_legend_names_every_key_and_scrolls_to_the_last(tmp_path):
