@@ -24,6 +24,7 @@ import json
 import os
 import sqlite3
 import sys
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.text import Text
@@ -245,6 +246,20 @@ def record(history: History, session: ChatSession, prompt: str, turn: Turn) -> N
     history.record(session.pair, prompt, Message("assistant", turn.text, turn.finish, stats, spans(turn.rounds)))
 
 
+def save_turn(history: History | None, save: Callable[[History], object]) -> str:
+    """save(history): the turn recorded. Where the turn is kept, as a hint for a
+    stdout that then fails; "" without a history or where saving failed (one
+    warning: the reply is shown all the same)."""
+    if history is None:
+        return ""
+    try:
+        save(history)
+    except sqlite3.Error as err:
+        _warn(f"cannot save this turn in the history ({err})")
+        return ""
+    return "the turn is saved in the history: specchat history search WORDS finds it"
+
+
 def run_once(
     session: ChatSession,
     prompt: str,
@@ -262,13 +277,7 @@ def run_once(
     except sqlite3.Error as err:
         _warn(f"cannot read the history ({err}); this reply drafts without it")
     turn = session.reply(prompt, on_round=out.round if out else None)
-    kept = ""
-    try:
-        if history is not None:
-            record(history, session, prompt, turn)
-            kept = "the turn is saved in the history: specchat history search WORDS finds it"
-    except sqlite3.Error as err:  # the reply is shown all the same
-        _warn(f"cannot save this turn in the history ({err})")
+    kept = save_turn(history, lambda h: record(h, session, prompt, turn))
     if identical:
         check_identical(session, turn)
     if out is None:

@@ -11,15 +11,12 @@ cut short is kept too, as the chat keeps it. A turn that failed is not."""
 
 from __future__ import annotations
 
-import sqlite3
-import sys
-
 from specchat.display import stats_fields
 from specchat.errors import SpecchatError
 from specchat.history import History, Message
-from specchat.run import Output, lost_error, write_stdout
+from specchat.run import Output, lost_error, save_turn, write_stdout
 from specchat.server.session import ServerSession, ServerTurn
-from specchat.textsafe import safe_json, safe_text
+from specchat.textsafe import safe_json
 
 
 def as_json(session: ServerSession, turn: ServerTurn) -> dict:
@@ -49,13 +46,7 @@ def run_on_server(
     out = None if json_out else Output()
     # A Chunk reads as a Round. With --baseline, the turn is decoded again with speculation off.
     turn = session.reply(prompt, on_round=out.round if out else None)
-    kept = ""
-    try:
-        if history is not None:
-            record(history, session, prompt, turn)
-            kept = "the turn is saved in the history: specchat history search WORDS finds it"
-    except sqlite3.Error as err:  # the reply is shown all the same
-        sys.stderr.write(safe_text(f"warning: cannot save this turn in the history ({err})") + "\n")
+    kept = save_turn(history, lambda h: record(h, session, prompt, turn))
     if out is None:
         if lost := write_stdout(safe_json(as_json(session, turn)) + "\n"):
             raise lost_error(lost, kept)
