@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from specchat.costmodel import CostModel, calibration_sizes, warmup_steps
+from specchat.costmodel import CostModel, Measuring, calibration_sizes, warmup_steps
 from specchat.dialogue import Dialogue, SessionStatus
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
@@ -106,11 +106,13 @@ class ChatSession(Dialogue[Turn]):
         # then prices its first round without measuring anything first.
         self.curve = KeptCurve(self.costs, self.cost_key)
         # The target decodes for one caller at a time: a reply, or a measurement
-        # between replies (measure_ahead). A reply stops a refresh in progress;
-        # closing stops any measurement.
+        # between replies (measure_ahead). A reply or closing stops a
+        # measurement in progress between two sizes.
         self._decoding = threading.RLock()
         self._refresh_stop = threading.Event()
         self._closing = threading.Event()
+        self.calibration_seconds = 0.0  # all measuring of the cost curve took, this session
+        self._on_measure: Callable[[Measuring], None] | None = None
         self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
         # This user's earlier replies, tokenized as this pair reads them; each
         # turn's reply joins it, owned by `memory_owner` (the chat's conversation id).
@@ -132,12 +134,20 @@ class ChatSession(Dialogue[Turn]):
 
     def cost_curve(self) -> dict:
         """Where auto's cost curve came from ("saved" by an earlier session,
-        "measured" by this one, "none" yet) and the seconds measuring took."""
-        return {"from": self.curve.source, "calibration_s": round(self.engine.calibration_seconds, 3)}
+        "measured" by this one, "none" yet), the seconds measuring took, and
+        how many of the sizes auto may pick are measured."""
+        sizes = len(self.costs.sizes)
+        return {
+            "from": self.curve.source,
+            "calibration_s": round(self.calibration_seconds, 3),
+            "sizes_measured": sizes - len(self.costs.missing()),
+            "sizes": sizes,
+        }
 
-    def on_calibrate(self, tell: Callable[[bool], None] | None) -> None:
-        """Be told True before the cost curve is measured (it takes seconds) and False after."""
-        self.engine.on_calibrate = tell
+    def on_measure(self, tell: Callable[[Measuring], None] | None) -> None:
+        """Be told how a measurement of the cost curve goes (it takes seconds):
+        as it starts, after each size, and as it ends."""
+        self._on_measure = tell
 
     def curve_due(self) -> str | None:
         """Why the cost curve should be measured before the next round:
@@ -148,33 +158,26 @@ class ChatSession(Dialogue[Turn]):
             return None
         return self.curve.due()
 
-    def measure_ahead(self) -> str | None:
+    def measure_ahead(self, budget_s: float | None = None) -> str | None:
         """Measure the cost curve now, between replies, if it is due: the chat
         calls this once the pair has loaded and after each reply, while the
-        user reads or types, so the first reply prices its rounds without
-        measuring first. A missing curve is measured whole (a reply sent
-        meanwhile waits for it: it would measure it anyway); a refresh gives
-        way to the next reply and the old curve stays. Returns why it
-        measured (curve_due), or None when it measured nothing whole."""
+        user reads or types; `run` after its reply, for `budget_s` seconds at
+        most. Sizes are measured one at a time into the curve auto prices by,
+        and a reply sent meanwhile stops it between two sizes, keeping those
+        timed: the next pause goes on with the rest, and until then a size
+        not measured is priced by what live rounds saw of it, or by the
+        prior. A curve due again ("old", "drifted") has every size measured
+        afresh the same way. Returns why it measured (curve_due), or None."""
         with self._decoding:
             why = None if self._closing.is_set() else self.curve_due()
             if why is None:
                 return None
-            fresh = CostModel(self.costs.warmup_steps, self.costs.sizes)
-            tell = self.engine.on_calibrate
-            if tell is not None:
-                tell(True)
+            until = None if budget_s is None else time.perf_counter() + budget_s
             t0 = time.perf_counter()
             try:
-                fresh.calibrate(self.target, cancel=self._closing if why == "missing" else self._refresh_stop)
+                self.curve.measure(self.target, self._refresh_stop, until, self._on_measure, afresh=why != "missing")
             finally:
-                self.engine.calibration_seconds += time.perf_counter() - t0
-                if tell is not None:
-                    tell(False)
-            if not fresh.calibrated:
-                return None
-            self.costs.sizes = fresh.sizes  # less where the context holds fewer positions
-            self.curve.was_measured(fresh.seconds)
+                self.calibration_seconds += time.perf_counter() - t0
             return why
 
     def _llama_seconds(self) -> float:
@@ -306,7 +309,7 @@ class ChatSession(Dialogue[Turn]):
         self.memory.set_on(on)
 
     def _generate(self, on_round, cancel, on_idle) -> Turn:
-        self._refresh_stop.set()  # a refresh of the curve in progress gives way...
+        self._refresh_stop.set()  # a measurement of the curve in progress gives way...
         with self._decoding:
             self._refresh_stop.clear()  # ...and the next one may run after this reply
             return self._decode_turn(on_round, cancel)
@@ -314,12 +317,8 @@ class ChatSession(Dialogue[Turn]):
     def _decode_turn(self, on_round, cancel) -> Turn:
         prompt, dropped = self._prompt_that_fits()
         budget = min(self.max_tokens, self.n_ctx - len(prompt) - self.engine.k - 1)
-        measured = self.engine.calibration_seconds
         turn = self.engine.generate(prompt, budget, on_round=on_round, cancel=cancel)
-        if self.engine.calibration_seconds > measured:
-            self.curve.was_measured()
-        else:
-            self.curve.keep()  # refined by this turn's rounds
+        self.curve.keep()  # refined by this turn's rounds
         if turn.finish == "length" and budget < self.max_tokens:
             turn.finish = "context"  # the context, not --max-tokens, ended the reply: it says so
         turn.dropped_turns = dropped

@@ -86,6 +86,17 @@ def temperature(value: float, flag: str = "--temp") -> float:
     return value
 
 
+def measure_for(value: float, flag: str = "--measure-for") -> float:
+    if not math.isfinite(value) or value < 0:
+        raise _bad(
+            flag,
+            value,
+            "it must be a finite number of seconds ≥ 0",
+            "0 measures nothing after the reply; 3 is the default",
+        )
+    return value
+
+
 def top_p(value: float, flag: str = "--top-p") -> float:
     if not (math.isfinite(value) and 0 < value <= 1):
         raise _bad(flag, value, "it must be more than 0 and at most 1", "1 turns top-p off; 0.9 is a common choice")

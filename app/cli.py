@@ -181,6 +181,11 @@ def run(
     draft_p_min: float | None = typer.Option(
         None, "--draft-p-min", help="With --server: speculative.p_min per request, where the server takes it."
     ),
+    measure_for: float = typer.Option(
+        3.0,
+        "--measure-for",
+        help="After the reply, measure what auto's cost curve still misses for up to this many seconds (0 = none).",
+    ),
 ) -> None:
     """Generate one reply and show how speculation did. On a terminal the
     reply streams in colour; piped or redirected, stdout is the reply alone."""
@@ -253,7 +258,15 @@ def run(
     # Only drafters that read the memory have it filled; memory = false in settings.toml: record only.
     remember = drafter in READS_MEMORY and load_settings().memory
     raise typer.Exit(
-        run_once(session, prompt, json_out=json_out, identical=check_identical, history=history, remember=remember)
+        run_once(
+            session,
+            prompt,
+            json_out=json_out,
+            identical=check_identical,
+            history=history,
+            remember=remember,
+            measure_for=checks.measure_for(measure_for),
+        )
     )
 
 

@@ -1,12 +1,17 @@
 """This machine's cost curve: how long the target takes to decode n positions
 in one call, at the current context.
 
-A short calibration measures a few batch sizes; every live round refines the
-estimate (an exponential moving average per size). Sizes never measured are
-interpolated linearly between neighbours, or extrapolated along the last
-measured slope; auto drafts only to measured sizes (`priced`), so a kernel
-step between two of them (on a 2-core CPU, 15 positions cost more than 16)
-never makes a draft look cheaper than it is.
+A measurement times a few batch sizes, one at a time, and each size counts
+as soon as it is timed, so a measurement cut short (a reply wants the
+model) keeps what it timed; every live round refines the estimate (an
+exponential moving average per size). Once every size is measured, auto
+drafts only to measured sizes (`priced`), so a kernel step between two of
+them (on a 2-core CPU, 15 positions cost more than 16) never makes a draft
+look cheaper than it is. Until then a size not measured costs at least a
+cautious prior (PRIOR_SLOPE) scaled by the plain steps live rounds time, so
+the first reply on a new machine needs no measurement before it: it drafts
+only long, likely copies, and each size it verifies is priced as measured
+from then on.
 
 Sizes are timed as the engine meets them: a batch of n positions right
 after a single-token step. So the 1-position entry is a step among other
@@ -28,6 +33,8 @@ from __future__ import annotations
 import bisect
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from specchat import kvcache
 
@@ -57,7 +64,25 @@ DRIFT_ROUNDS = 10  # ...once a size has been seen this often (SMOOTHING has then
 # so prices this session's rounds but is not kept.
 PLAUSIBLE = 2.0
 RETRIES = 2
+# Before a curve is measured, n positions cost at least 1 + PRIOR_SLOPE * (n - 1)
+# plain steps: above what 17 positions cost on the 2-core CPUs measured (7.4
+# steps on an AMD EPYC, 4 on an Intel Xeon; about 1 on a GPU), so drafts priced
+# on it pay on those machines, and a size where it is too low (the AMD's
+# bend: 8 positions cost 6.9 steps) is priced as measured after one verify.
+PRIOR_SLOPE = 0.5
 timer = time.perf_counter  # the clock decodes are timed by (a test gives it a jittering one)
+
+
+@dataclass(frozen=True)
+class Measuring:
+    """How far a measurement of the cost curve has gone: sizes timed of
+    `total`, an estimate of the seconds left (None before the first size),
+    and whether it has ended (whole or cut short)."""
+
+    done: int
+    total: int
+    seconds_left: float | None = None
+    ended: bool = False
 
 
 def calibration_sizes(device: dict | None) -> tuple[int, ...]:
@@ -135,12 +160,13 @@ class CostModel:
         # (warmup_steps(device)): the engine's baseline samples and auto's price
         # for leaving a plain run both go by it.
         self.warmup_steps = warmup_steps
-        self.sizes = sizes  # what calibrate measures (calibration_sizes)
+        self._sizes = sizes  # what calibrate measures (calibration_sizes)
         self.seconds: dict[int, float] = {}  # positions -> seconds per decode
         self._known: list[int] = []  # sorted(self.seconds), kept: auto asks for many sizes every round
         self.warming = 0.0  # extra seconds of each warm-up step after a batch
         self.measured: dict[int, float] = {}  # the curve as measured (or loaded), before live rounds refined it
         self.seen: dict[int, int] = {}  # live rounds observed per size since then
+        self._covers = False  # every size in `sizes` measured: kept, auto asks priced() for many sizes a round
 
     @classmethod
     def from_points(cls, points: dict[int, float]) -> CostModel:
@@ -154,10 +180,26 @@ class CostModel:
         return 1 in self.seconds and len(self.seconds) >= 3
 
     @property
+    def sizes(self) -> tuple[int, ...]:
+        return self._sizes
+
+    @sizes.setter
+    def sizes(self, sizes: tuple[int, ...]) -> None:
+        self._sizes = tuple(sizes)
+        self._measured_changed()
+
+    @property
     def covers(self) -> bool:
         """Measured at every size calibrate measures: a curve kept before a
         size was added (auto's longer drafts) is measured again."""
-        return self.calibrated and set(self.sizes) <= set(self.measured)
+        return self._covers
+
+    def missing(self) -> list[int]:
+        """The sizes still to measure, smallest first."""
+        return [n for n in self.sizes if n not in self.measured]
+
+    def _measured_changed(self) -> None:
+        self._covers = 1 in self.measured and len(self.measured) >= 3 and set(self.sizes) <= set(self.measured)
 
     def observe(self, n: int, seconds: float) -> None:
         """A live decode of n positions took `seconds`. A plain step that
@@ -180,14 +222,21 @@ class CostModel:
             self.warming += SMOOTHING * (extra - self.warming)
 
     def step(self, n: int) -> float:
-        """Estimated seconds to decode n positions in one call."""
-        return interpolate(self.seconds, n, self._known)
+        """Estimated seconds to decode n positions in one call: until every
+        size is measured, one not measured costs at least the prior."""
+        if self._covers or n in self.seconds or 1 not in self.seconds:
+            return interpolate(self.seconds, n, self._known)
+        prior = self.seconds[1] * (1.0 + PRIOR_SLOPE * (n - 1))
+        if len(self._known) == 1:
+            return prior  # a plain step alone draws no line
+        return max(prior, interpolate(self.seconds, n, self._known))  # the line through the sizes seen, at least
 
     def priced(self, n: int) -> bool:
-        """Whether n positions cost what was measured (calibrated, kept or
-        seen live) rather than interpolated: auto drafts only to such sizes.
-        Every size is, before a curve is measured."""
-        return n in self.seconds or not self.seconds
+        """Whether auto may draft to n positions: once every size is measured,
+        those whose cost was measured (calibrated, kept or seen live), not
+        interpolated; every size before then (a size not measured costs the
+        prior at least)."""
+        return n in self.seconds or not self._covers
 
     def relative(self, n: int) -> float:
         """Cost of n positions in plain steps."""
@@ -196,23 +245,82 @@ class CostModel:
     def calibrate(
         self, model, sizes: tuple[int, ...] | None = None, repeats: int = 1, cancel: threading.Event | None = None
     ) -> None:
-        """Decode junk batches right after the cache and roll them back.
-        Takes the fastest of `repeats` for each size, and measures again the
-        sizes that came out implausible (with the plain step they are judged
-        by); live rounds refine it. A set `cancel` stops it, and what it
+        """Measure the whole curve afresh (`measure` on an empty model) and
+        take it; live rounds refine it. A set `cancel` stops it, and what it
         measured is dropped: a curve cut short is not one to keep."""
-        measured = time_decodes(model, sizes or self.sizes, repeats, cancel=cancel)
-        for _ in range(RETRIES):
-            again = implausible({n: min(samples) for n, samples in measured.items()})
-            if not again or (cancel is not None and cancel.is_set()):
-                break
-            for n, samples in time_decodes(model, (1, *again), repeats, cancel=cancel).items():
-                measured.setdefault(n, []).extend(samples)
-        if cancel is not None and cancel.is_set():
+        fresh = CostModel(self.warmup_steps, sizes or self.sizes)
+        if not fresh.measure(model, repeats, cancel):
             return
         if sizes is None:  # a size the context cannot hold is not asked for again
-            self.sizes = tuple(n for n in self.sizes if n in measured)
-        self.load({**self.seconds, **{n: min(samples) for n, samples in measured.items()}})
+            self.sizes = fresh.sizes
+        self.load({**self.seconds, **fresh.seconds})
+
+    def measure(
+        self,
+        model,
+        repeats: int = 1,
+        cancel: threading.Event | None = None,
+        on_size: Callable[[Measuring], None] | None = None,
+        until: float | None = None,
+    ) -> bool:
+        """Time the sizes still missing, one at a time: junk batches decoded
+        right after the cache and rolled back, the fastest of `repeats`,
+        again where one came out implausible beside the plain step timed in
+        the same pass. Each size joins the curve as it is timed, at the
+        curve's level (scaled by the plain steps, measured and live, against
+        this pass's), so a set `cancel` or the perf_counter deadline `until`
+        stops it between sizes and keeps what it timed. `on_size` hears of
+        each size. Returns whether every size is measured now."""
+        todo = self.missing()
+        total, done, spent, work_done = len(todo), 0, 0.0, 0
+        work_left = sum(n + 1 for n in todo)  # a size's decode, and the step before it: the estimate's unit
+        one: float | None = None  # this pass's plain step
+        for n in todo:
+            if (cancel is not None and cancel.is_set()) or (until is not None and time.perf_counter() > until):
+                break
+            t0 = timer()
+            if one is None:
+                one = min(time_decodes(model, (1,), repeats, cancel=cancel).get(1, [0.0])) or None
+                if one is None:
+                    break  # cancelled, or the context holds no more
+            timed = one if n == 1 else self._time_size(model, n, one, repeats, cancel)
+            if timed is None and not (cancel is not None and cancel.is_set()):
+                self.sizes = tuple(m for m in self.sizes if m != n)  # the context cannot hold it: not asked again
+            elif timed is not None:
+                self._take(n, timed, one)
+            spent, work_done, done = spent + timer() - t0, work_done + n + 1, done + 1
+            work_left -= n + 1
+            if on_size is not None:
+                on_size(Measuring(done, total, spent / work_done * work_left))
+        self._measured_changed()
+        return self._covers
+
+    def _time_size(self, model, n: int, one: float, repeats: int, cancel) -> float | None:
+        """Seconds of n positions, timed again (with a plain step) where it
+        comes out implausible beside `one`; None where it could not be timed."""
+        samples = time_decodes(model, (n,), repeats, cancel=cancel).get(n)
+        for _ in range(RETRIES):
+            if not samples or n == 1 or min(samples) <= PLAUSIBLE * n * one:
+                break
+            again = time_decodes(model, (1, n), repeats, cancel=cancel)
+            one = min([one, *again.get(1, [])])
+            samples += again.get(n, [])
+        return min(samples) if samples else None
+
+    def _take(self, n: int, seconds: float, one: float) -> None:
+        """A size timed now, in a pass whose plain step took `one`: into the
+        curve as measured and the live one, each at its own level."""
+        base, live = self.measured.get(1), self.seconds.get(1)
+        self.measured[n] = seconds if base is None else seconds * base / one
+        if n != 1 or live is None:
+            self.seconds[n] = seconds if live is None else seconds * live / one
+            if n not in self._known:
+                bisect.insort(self._known, n)
+
+    def start_over(self) -> None:
+        """Measure every size again: until each is, the live curve prices it."""
+        self.measured, self.seen = {}, {}
+        self._measured_changed()
 
     def load(self, points: dict[int, float]) -> None:
         """Start from a curve measured before (saved_curve, or calibrate's)."""
@@ -220,6 +328,7 @@ class CostModel:
         self._known = sorted(points)
         self.measured = dict(points)
         self.seen = {}
+        self._measured_changed()
 
     def resume(self, seconds: dict[int, float], measured: dict[int, float], seen: dict[int, int]) -> None:
         """Start from a kept curve as live rounds left it: `seconds` refined
@@ -229,6 +338,7 @@ class CostModel:
         self.seconds = dict(seconds)
         self._known = sorted(seconds)
         self.seen = dict(seen)
+        self._measured_changed()
 
     def drifted(self) -> int | None:
         """A size whose live rounds (seen DRIFT_ROUNDS times or more) moved its

@@ -233,3 +233,13 @@ def _one_device(name: str, description: str) -> str:
     if RPC_DEVICE.fullmatch(name) and description:
         return f"RPC worker {description}"
     return f"{name} ({description})" if description else name
+
+
+def measuring_line(state, width: int = 12) -> str:
+    """A measurement of the cost curve (costmodel.Measuring) in one line: a
+    bar, the sizes timed and an estimate of the time left."""
+    filled = width * state.done // state.total if state.total else width
+    left = "" if state.seconds_left is None else f", about {max(1, round(state.seconds_left))} s left"
+    return (
+        f"measuring auto's cost curve {'█' * filled}{'░' * (width - filled)} {state.done} of {state.total} sizes{left}"
+    )

@@ -96,10 +96,6 @@ class Engine:
         self._next_drafter: Drafter | None = None
         self._sitting_out: tuple[Drafter, Drafter] | None = None  # (a drafter that failed, the plain one standing in)
         self._lock = threading.Lock()
-        # Told True before the cost curve is measured and False after (a status
-        # for the user); the seconds all measuring took so far.
-        self.on_calibrate: Callable[[bool], None] | None = None
-        self.calibration_seconds = 0.0
         self.failure = ""  # the current turn's drafter_failed
 
     # --- control from other threads -----------------------------------------
@@ -115,30 +111,15 @@ class Engine:
         with self._lock:
             return self._next_drafter or self.drafter
 
-    def _take_switch(self, context: Sequence[int], cancel: Cancel = None) -> bool:
+    def _take_switch(self, context: Sequence[int]) -> bool:
         """Apply a pending switch; True if the drafter changed (and has begun)."""
         with self._lock:
             new, self._next_drafter = self._next_drafter, None
         if new is None or new is self.drafter:
             return False
         self.drafter = new
-        self._calibrate_if_needed(cancel)
         self._drafter_hook(new.begin, context)
         return True
-
-    def _calibrate_if_needed(self, cancel: Cancel = None) -> None:
-        """Measure the cost curve for a drafter that prices by it (auto), unless
-        it is known (measured before, or saved from an earlier run: ChatSession)."""
-        if self.drafter.needs_costs and not self.costs.covers:
-            if self.on_calibrate is not None:
-                self.on_calibrate(True)
-            t0 = time.perf_counter()
-            try:
-                self.costs.calibrate(self.target, cancel=cancel)
-            finally:
-                self.calibration_seconds += time.perf_counter() - t0
-                if self.on_calibrate is not None:
-                    self.on_calibrate(False)
 
     # --- the KV cache -----------------------------------------------------------
 
@@ -165,12 +146,12 @@ class Engine:
         n_prefill, t_prefill = self.prefill(prompt)
         context = list(prompt)  # committed tokens; the last one is pending (not in KV)
         self.constraint.begin()  # a constrained reply starts at the grammar's root
-        # A switch asked for between turns, calibration and the drafter's own
-        # prefill all happen here, before the decode clock starts.
+        # A switch asked for between turns and the drafter's own prefill both
+        # happen here, before the decode clock starts. Nothing is measured
+        # first: a cost curve not measured yet prices by its prior (costmodel).
         self.failure = ""
         self._back_from_sitting_out()  # a turn that failed after its drafter did (the target erred) ended without it
-        if not self._take_switch(context, cancel):
-            self._calibrate_if_needed(cancel)
+        if not self._take_switch(context):
             self._drafter_hook(self.drafter.begin, context)
         turn = Turn()
         pieces = PieceDecoder(self.target)
@@ -186,7 +167,7 @@ class Engine:
             if len(context) + self.k + 1 > self.target.n_ctx:
                 turn.finish = "context"
                 break
-            self._take_switch(context, cancel)
+            self._take_switch(context)
             arm_step = self.drafter.name != "off" and arm.wants_step(i)
             r = self._round(context, max_tokens - len(turn.tokens), arm_step, arm.plain_run)
             arm.record(r)

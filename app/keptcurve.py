@@ -13,10 +13,13 @@ saved most recently stay.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import replace
 
 from specchat import kept
-from specchat.costmodel import CostModel, implausible
+from specchat.costmodel import CostModel, Measuring, implausible
 
 MAX_AGE_S = 30 * 86400  # a kept curve older than this is measured again
 CURVES = "cost-curves.json"  # in the data folder
@@ -145,6 +148,38 @@ class KeptCurve:
         if self.measured is not None and time.time() - self.measured > MAX_AGE_S:
             return "old"
         return "drifted" if self.costs.drifted() is not None else None
+
+    def measure(
+        self,
+        target,
+        cancel: threading.Event,
+        until: float | None = None,
+        tell: Callable[[Measuring], None] | None = None,
+        afresh: bool = False,
+    ) -> None:
+        """Measure the sizes still missing into the curve (costmodel.measure:
+        a set `cancel` or the deadline `until` stops it between sizes and
+        keeps those timed), every size where `afresh`, and keep it; `tell`
+        hears how it goes, as it starts, after each size and as it ends."""
+        if afresh:
+            self.costs.start_over()
+        last = Measuring(0, len(self.costs.missing()))
+
+        def timed(state: Measuring) -> None:
+            nonlocal last
+            last = state
+            if tell is not None:
+                tell(state)
+
+        timed(last)
+        try:
+            whole = self.costs.measure(target, cancel=cancel, on_size=timed, until=until)
+        finally:
+            timed(replace(last, seconds_left=0.0, ended=True))
+        if whole:  # measured afresh: the new curve, at its own level (live rounds refine it from there)
+            self.was_measured(dict(self.costs.measured) if afresh else None)
+        else:
+            self.keep()  # the sizes timed so far, for the next pause or the next session
 
     def was_measured(self, points: dict[int, float] | None = None) -> None:
         """The curve was measured now (`points`: a new one to take); keep it."""

@@ -16,7 +16,11 @@ conversation of its own, as the chat records its turns.
 Stdout that takes no more (a full disk, /dev/full, a closed stream, a
 pipe whose reader left) costs the output alone: the turn still runs to
 its end and is recorded, then one error line says what happened. A prompt
-on stdin holds at most STDIN_MAX_BYTES (`stdin_prompt`)."""
+on stdin holds at most STDIN_MAX_BYTES (`stdin_prompt`).
+
+Nothing is measured before the reply: where auto's cost curve is not
+measured yet, auto prices by its prior, and the run measures what is
+missing for a few seconds once the reply is out (`measure_after`)."""
 
 from __future__ import annotations
 
@@ -30,7 +34,8 @@ from rich.console import Console
 from rich.text import Text
 
 from specchat.chat import ChatSession
-from specchat.display import round_spans, shown_text, spans, stats_fields
+from specchat.costmodel import Measuring
+from specchat.display import measuring_line, round_spans, shown_text, spans, stats_fields
 from specchat.engine import Turn
 from specchat.errors import SpecchatError
 from specchat.history import History, Message
@@ -221,19 +226,31 @@ def constraint_line(report: dict) -> str:
     )
 
 
-def _calibration_status():
-    """A status line on stderr while auto's cost curve is measured (once per
-    model and settings; the next run reuses it)."""
+def measure_after(session: ChatSession, seconds: float) -> None:
+    """Measure what auto's cost curve still misses, for `seconds` at most
+    (`--measure-for`), once the reply is out: a first run on a new machine
+    waits for nothing before its reply, and each run measures a little more
+    (the chat measures while the user types). A bar on stderr follows it."""
+    if seconds <= 0 or session.curve_due() is None:
+        return
     console = Console(stderr=True, highlight=False)
-    status = console.status("measuring this machine's cost curve for auto (once per model and settings)…")
+    last: list[Measuring] = []
+    with console.status("measuring this machine's cost curve for auto…") as status:
 
-    def tell(on: bool) -> None:
-        if on:
-            status.start()
-        else:
-            status.stop()
+        def tell(state: Measuring) -> None:
+            last[:] = [state]
+            status.update(measuring_line(state))
 
-    return tell
+        session.on_measure(tell)
+        session.measure_ahead(budget_s=seconds)
+        session.on_measure(None)
+    if last and last[0].done < last[0].total and console.is_terminal:
+        state = last[0]
+        console.print(
+            f"auto's cost curve: {state.done} of {state.total} sizes measured; the next runs go on "
+            "(--measure-for SECONDS measures longer, the chat measures while you type)",
+            style="dim",
+        )
 
 
 def _warn(line: str) -> None:
@@ -268,9 +285,9 @@ def run_once(
     identical: bool,
     history: History | None = None,
     remember: bool = True,
+    measure_for: float = 0.0,
 ) -> int:
     out = None if json_out else Output()
-    session.on_calibrate(_calibration_status())
     try:
         if history is not None and remember:
             session.remember(history.replies())  # taken in before the turn's clock starts
@@ -283,6 +300,7 @@ def run_once(
     if out is None:
         if lost := write_stdout(safe_json(as_json(session, turn)) + "\n"):
             raise lost_error(lost, kept)
+        measure_after(session, measure_for)
         return 0
     out.kept = kept
     out.reply(turn.text)
@@ -294,4 +312,5 @@ def run_once(
         out.note(turn.drafter_failed, "yellow")
     if turn.finish == "context":
         out.note("stopped: the context is full", "yellow")
+    measure_after(session, measure_for)
     return 0

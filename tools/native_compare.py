@@ -133,10 +133,10 @@ def native_command(name: str, target: Path, draft: Path, prompt: str, args) -> l
     return spec + (["-md", str(draft), "-td", str(args.threads)] if name == "draft-simple" else [])
 
 
-def specchat_command(drafter: str, target: Path, draft: Path, args) -> list[str]:
+def specchat_command(drafter: str, target: Path, draft: Path, args, max_tokens=None, measure_for=0) -> list[str]:
     return [sys.executable, "-m", "specchat", "run", "-", "--target", str(target), "--draft", str(draft),
-            "--drafter", drafter, "--max-tokens", str(args.max_tokens), "--threads", str(args.threads),
-            "--no-history", "--json"]
+            "--drafter", drafter, "--max-tokens", str(max_tokens or args.max_tokens), "--threads", str(args.threads),
+            "--measure-for", str(measure_for), "--no-history", "--json"]
 
 
 def run_one(name: str, target: Path, draft: Path, text: str, prompt: str, args) -> dict:
@@ -203,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     if natives:
         EXAMPLES.binary("llama-lookup")  # both programs are built now, before anything is timed
     texts = {name: rendered(target, text) for name, text in prompts.items()}
+    # auto's cost curve is measured whole before anything is timed (a run measures a few seconds of it after its reply)
+    subprocess.run(specchat_command("auto", target, draft, args, max_tokens=1, measure_for=900), input="hi",
+                   capture_output=True, text=True, check=True)
     results: dict = {name: {c: [] for c in configs} for name in prompts}
     started = time.time()
     for rnd in range(args.rounds):

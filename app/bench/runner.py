@@ -203,8 +203,10 @@ class Bench:
             if self.stop is not None and self.stop() is not None:
                 cancel.set()
 
-        # The engine begins the drafter (the draft model's prefill included) before its clock starts.
+        # The engine begins the drafter (the draft model's prefill included) before its clock starts;
+        # auto's cost curve is measured whole before its first run (nothing is measured inside a reply).
         with s.using(drafter, k):
+            s.measure_ahead()
             return s.reply(prompt.text, on_round, cancel)
 
     def _prompt_tokens(self, prompt: Prompt) -> list[int]:

@@ -19,6 +19,7 @@ from textual.message import Message
 from specchat import config, paths
 from specchat.checks import blank
 from specchat.config import Settings
+from specchat.costmodel import Measuring
 from specchat.errors import SpecchatError
 from specchat.history import History
 from specchat.textsafe import safe_text
@@ -29,18 +30,15 @@ from specchat.tui.conversation import Conversation
 from specchat.tui.ending import REPLY_WAITS, Ending
 from specchat.tui.keys import SpecchatCommands, checked_keymap, keymap_conflicts
 from specchat.tui.models import Session
+from specchat.tui.panels import measuring_note
 from specchat.tui.screens import PairPicker, PullScreen, TextPrompt
 from specchat.tui.stream import Pacer
 from specchat.tui.widgets import PromptInput
 
-# What the status bar says while auto's cost curve is measured.
-CALIBRATING = "measuring this machine's cost curve for auto, once per model and settings (esc stops)"
-CALIBRATING_AHEAD = "measuring this machine's cost curve for auto while you type, once per model and settings"
-
 
 @dataclass
-class Calibrating(Message):
-    on: bool  # True as measuring starts, False when it ends
+class CurveMeasuring(Message):
+    state: Measuring  # as measuring starts, after each size, and as it ends
 
 
 @dataclass
@@ -324,7 +322,7 @@ class SpecchatApp(App):
             return
         local = isinstance(session, ChatSession)
         if local:  # the status bar says when auto's cost curve is measured
-            session.on_calibrate(lambda on: self.post_message(Calibrating(on)))
+            session.on_measure(lambda state: self.post_message(CurveMeasuring(state)))
         dropped = self.chat.carry_constraint(self.chat.session, session)
         self.post_message(SessionReady(session, dropped_constraint=dropped))
         if local and self.is_running:  # measured now, while the user types, if it is missing or stale
@@ -352,9 +350,8 @@ class SpecchatApp(App):
             self._save({"pair": msg.session.pair})
         self.chat_screen.set_status(note="")
 
-    @on(Calibrating)
-    def calibrating(self, msg: Calibrating) -> None:
-        if msg.on:
-            self.chat_screen.set_status(note=CALIBRATING if self.chat.generating else CALIBRATING_AHEAD)
-        elif self.chat_screen.status_note() in (CALIBRATING, CALIBRATING_AHEAD):
-            self.chat_screen.set_status(note="")  # a note set since (a draft model loading) stays
+    @on(CurveMeasuring)
+    def curve_measuring(self, msg: CurveMeasuring) -> None:
+        note = measuring_note(self.chat_screen.status_note(), msg.state)
+        if note is not None:
+            self.chat_screen.set_status(note=note)

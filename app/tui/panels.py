@@ -8,7 +8,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
 
-from specchat.display import device_text, number
+from specchat.costmodel import Measuring
+from specchat.display import device_text, measuring_line, number
 from specchat.textsafe import safe_text
 from specchat.tui.controller import Status
 
@@ -37,6 +38,18 @@ class StatusBar(Static):
         if s.note:
             parts.append(Content.styled(safe_text(s.note), "italic"))
         return Content(" · ").join(parts)
+
+
+MEASURING_NOTE = " (a message stops it)"  # after the bar, while auto's cost curve is measured between replies
+
+
+def measuring_note(note: str, state: Measuring) -> str | None:
+    """The status bar's note for a measurement of the cost curve, or None to
+    leave the note as it is: a note set meanwhile (a draft model loading) stays."""
+    ours = note.endswith(MEASURING_NOTE)
+    if state.ended:
+        return "" if ours else None
+    return measuring_line(state) + MEASURING_NOTE if ours or not note else None
 
 
 # --- stats panel ------------------------------------------------------------------

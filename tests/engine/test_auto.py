@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.costmodel import CostModel
+from specchat.costmodel import PRIOR_SLOPE, CostModel
 from specchat.drafters.auto import EXPLORE_EVERY, WHOLE_PRIOR, Acceptance, AutoDrafter, CopyRate
 from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
@@ -243,11 +243,27 @@ def test_a_reply_that_copies_one_place_from_its_first_token_is_priced_as_a_whole
 def test_auto_on_the_engine_keeps_greedy_output():
     expected = plain_tokens(2, 80)
     model = FakeModel(seed=2)
-    drafter = AutoDrafter(NgramDrafter(), DraftModelDrafter(lambda: FakeModel(seed=2)), CostModel())
-    engine = Engine(model, drafter, k=6)
+    costs = CostModel.from_points({1: 1.0, 2: 1.05, 3: 1.1, 4: 1.15, 5: 1.2, 6: 1.25, 7: 1.3})  # flat: auto drafts
+    drafter = AutoDrafter(NgramDrafter(), DraftModelDrafter(lambda: FakeModel(seed=2)), costs)
+    engine = Engine(model, drafter, k=6, costs=costs)
     turn = engine.generate(PROMPT, 80, on_round=KVChecker(model, PROMPT))
     assert turn.tokens == expected
-    assert engine.costs.calibrated  # auto made the engine measure its cost curve
+    assert sum(r.drafted for r in turn.rounds) > 0
+
+
+def test_the_engine_measures_nothing_before_a_reply_and_auto_prices_by_the_prior():
+    """No cost curve yet: the first round is a plain step, which gives the
+    prior its scale; the engine times no batch of its own (live rounds only)."""
+    expected = plain_tokens(2, 80)
+    model = FakeModel(seed=2)
+    costs = CostModel()
+    drafter = AutoDrafter(NgramDrafter(), None, costs)
+    engine = Engine(model, drafter, k=16, costs=costs)
+    turn = engine.generate(PROMPT, 80, on_round=KVChecker(model, PROMPT))
+    assert turn.tokens == expected
+    assert turn.rounds[0].plain
+    assert costs.measured == {} and not costs.covers  # nothing was measured, only live rounds seen
+    assert set(costs.seconds) == {1, *(r.drafted + 1 for r in turn.rounds if r.drafted)}
 
 
 def counting_model():
@@ -306,3 +322,23 @@ def test_the_drafters_hybrid_and_auto_draft_through_have_what_base_names():
     # What the engine and the status read of any drafter, with the base's defaults.
     assert (Drafter().needs_costs, Drafter().chosen) == (False, None)
     assert (made.get("auto").needs_costs, made.get("auto").chosen) == (True, {})
+
+
+def test_before_a_curve_is_measured_a_whole_copy_is_priced_by_the_prior():
+    """Only live plain steps so far: a size not measured costs the prior
+    (PRIOR_SLOPE plain steps a position) at least; a whole copy still pays on
+    it, and a size verified once is priced as it cost."""
+    text = list(range(10, 90))
+    prompt = text + [1, 2]
+    costs = CostModel()
+    costs.observe(1, 0.03)  # one live plain step
+    assert costs.priced(17) and costs.step(17) == pytest.approx(0.03 * (1 + PRIOR_SLOPE * 16))
+    a = AutoDrafter(NgramDrafter(), None, costs)
+    a.begin(prompt)
+    draft = a.propose(prompt + text[:12], 32)
+    assert a._last is a.whole_acc and len(draft.tokens) >= 4
+    positions = len(draft.tokens) + 1
+    costs.observe(positions, 0.03 * 20)  # the verify cost far more than the prior said
+    assert costs.step(positions) == pytest.approx(0.6)
+    short = prompt + text[:3]  # a short match: no draft pays on the prior
+    assert not a.propose(short, 32).tokens

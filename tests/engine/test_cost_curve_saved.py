@@ -1,8 +1,9 @@
-"""The first reply as fast as the tenth: auto's cost curve is measured once
-per model and settings, kept in the data folder, and reused by the next
-session; the chat measures it between replies (a missing one before the
-first, a stale one again), and a reply never waits for a refresh;
-measuring shows a status and can be stopped; a turn that drafted nothing
+"""The first reply as fast as the tenth: nothing is measured before a
+reply (auto prices a size not measured by its prior); auto's cost curve is
+measured between replies in the chat, a size at a time, and for a few
+seconds after each `run`, kept in the data folder and reused by the next
+session; a reply stops a measurement between two sizes and keeps what it
+timed; measuring shows a bar with an estimate; a turn that drafted nothing
 shows no speedup; settings.toml's threads reach every command."""
 
 from __future__ import annotations
@@ -36,25 +37,39 @@ def test_a_second_run_reuses_the_curve_the_first_measured(tiny_pair):
     """Asserted from each run's own record of what it did, not from its time."""
     args = ("Rename x to y: def f(x): return x * x", "--target", str(tiny_pair[0]), "--drafter", "auto",
             "--max-tokens", "16")
-    first = run_json(*args)
-    assert first["cost_curve"]["from"] == "measured" and first["cost_curve"]["calibration_s"] > 0
+    first = run_json(*args, "--measure-for", "600")
+    assert first["cost_curve"]["from"] == "none" and first["cost_curve"]["calibration_s"] == 0.0  # none before it
     kept = json.loads((paths.data_dir() / "cost-curves.json").read_text())
     (key,) = kept
     bufts = first["devices"]["target"]["extra_bufts"]  # off on an AMX CPU, on where the probe decoded
     assert key.startswith(f"{tiny_pair[0].resolve()}:") and "threads=" in key and f"bufts={bufts}" in key
-    assert {"1", "2", "16", "17"} <= set(kept[key]["seconds"])
+    assert {str(n) for n in CALIBRATION_SIZES} <= set(kept[key]["seconds"])  # measured whole after the reply
     second = run_json(*args)
-    assert second["cost_curve"] == {"from": "saved", "calibration_s": 0.0}
+    whole = {"from": "saved", "calibration_s": 0.0, "sizes_measured": len(CALIBRATION_SIZES),
+             "sizes": len(CALIBRATION_SIZES)}
+    assert second["cost_curve"] == whole
     assert second["stats"]["tokens"] == 16
     off = run_json(*args[:3], "--drafter", "off", "--max-tokens", "4")  # off prices nothing: nothing measured
-    assert off["cost_curve"] == {"from": "saved", "calibration_s": 0.0}
+    assert off["cost_curve"] == whole
+
+
+@pytest.mark.real
+def test_a_run_measures_for_its_budget_after_the_reply_and_the_next_goes_on(tiny_pair):
+    args = ("hi", "--target", str(tiny_pair[0]), "--drafter", "auto", "--max-tokens", "2")
+    run_json(*args, "--measure-for", "0")
+    assert not (paths.data_dir() / "cost-curves.json").exists()  # --measure-for 0: nothing measured
+    run_json(*args, "--measure-for", "0.3")
+    first = run_json(*args, "--measure-for", "0")["cost_curve"]
+    assert 3 <= first["sizes_measured"] < first["sizes"]  # part of it, kept
+    run_json(*args, "--measure-for", "600")
+    assert run_json(*args, "--measure-for", "0")["cost_curve"]["sizes_measured"] == first["sizes"]
 
 
 @pytest.mark.real
 def test_another_thread_count_is_another_curve(tiny_pair):
     base = ("hi", "--target", str(tiny_pair[0]), "--drafter", "auto", "--max-tokens", "2")
-    assert run_json(*base, "--threads", "1")["cost_curve"]["from"] == "measured"
-    assert run_json(*base, "--threads", "2")["cost_curve"]["from"] == "measured"
+    assert run_json(*base, "--threads", "1", "--measure-for", "600")["cost_curve"]["from"] == "none"
+    assert run_json(*base, "--threads", "2", "--measure-for", "600")["cost_curve"]["from"] == "none"
     assert len(json.loads((paths.data_dir() / "cost-curves.json").read_text())) == 2
 
 
@@ -102,7 +117,8 @@ def test_a_session_starts_from_the_saved_curve_and_keeps_the_refined_one():
     model = keyed_model()
     model.step_seconds = 0.001  # a decode takes as long as the curve says a step does
     session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
-    assert session.costs.calibrated and session.cost_curve() == {"from": "saved", "calibration_s": 0.0}
+    assert session.costs.covers and session.cost_curve()["from"] == "saved"
+    assert session.cost_curve()["calibration_s"] == 0.0
     session.reply("hello")
     assert session.cost_curve()["calibration_s"] == 0.0  # nothing measured before the reply
     assert saved_curve("a fake with a key") == session.costs.seconds  # what live rounds refined is kept
@@ -132,15 +148,15 @@ class BusyClock:
         self.model.cost_key = "a fake with a key"
 
 
-@pytest.mark.parametrize("busy_batches", [len(CALIBRATION_SIZES), 10_000])
+@pytest.mark.parametrize("busy_batches", [4, 10_000])
 def test_a_curve_measured_on_a_busy_machine_is_measured_again_and_kept_only_once_it_is_plausible(
     monkeypatch, busy_batches
 ):
-    clock = BusyClock(monkeypatch, busy_batches)  # busy for the first pass only, or throughout
+    clock = BusyClock(monkeypatch, busy_batches)  # busy for the first size's timings, or throughout
     session = ChatSession(clock.model, drafter="auto", k=8, max_tokens=4)
     assert session.measure_ahead() == "missing"
     if busy_batches < 10_000:
-        # The sizes measured fivefold were measured again, once the job had ended.
+        # The size measured fivefold was measured again, once the job had ended.
         assert implausible(session.costs.seconds) == []
         assert session.costs.relative(17) == pytest.approx(17 * 0.5)
         assert saved_curve("a fake with a key") == session.costs.seconds
@@ -201,33 +217,35 @@ async def test_the_chat_measures_the_curve_while_the_user_types(tmp_path):
         from tests.support.tui import enter
 
         bar = app.query_one("StatusBar")
-        await wait_until(pilot, lambda: bar.status.note.startswith("measuring this machine's cost curve for auto"))
-        assert "while you type" in bar.status.note and not app.chat.generating
+        await wait_until(pilot, lambda: bar.status.note.startswith("measuring auto's cost curve"))
+        assert "sizes" in bar.status.note and "a message stops it" in bar.status.note and not app.chat.generating
         await wait_until(pilot, lambda: bar.status.note == "")
-        measured = app.chat.session.engine.calibration_seconds
-        assert measured > 0
+        measured = app.chat.session.calibration_seconds
+        assert measured > 0 and app.chat.session.costs.covers
         await enter(pilot, "hello")
         await wait_until(pilot, lambda: not app.chat.generating)
-        assert app.chat.session.engine.calibration_seconds == measured  # the first reply measured nothing
+        assert app.chat.session.calibration_seconds == measured  # the first reply measured nothing
         assert bar.status.note == ""
 
 
 async def test_a_measurement_that_ends_clears_only_its_own_note(tmp_path):
-    from specchat.tui.app import Calibrating
+    from specchat.costmodel import Measuring
+    from specchat.tui.app import CurveMeasuring
 
     app = make_app(tmp_path, models=FakeModels())
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(pilot)
-        await wait_until(pilot, lambda: app.chat.session.engine.calibration_seconds > 0)
+        await wait_until(pilot, lambda: app.chat.session.calibration_seconds > 0)
         bar = app.query_one("StatusBar")
         await wait_until(pilot, lambda: bar.status.note == "")
         app.chat_screen.set_status(note="loading the draft model")  # set while a measurement ran
-        app.post_message(Calibrating(False))
+        app.post_message(CurveMeasuring(Measuring(3, 18, 0.0, ended=True)))
         await pilot.pause()
         assert bar.status.note == "loading the draft model"
-        app.post_message(Calibrating(True))
-        await wait_until(pilot, lambda: "while you type" in bar.status.note)
-        app.post_message(Calibrating(False))
+        app.chat_screen.set_status(note="")
+        app.post_message(CurveMeasuring(Measuring(9, 18, 12.4)))
+        await wait_until(pilot, lambda: "█" * 6 + "░" * 6 + " 9 of 18 sizes, about 12 s left" in bar.status.note)
+        app.post_message(CurveMeasuring(Measuring(10, 18, 11.0, ended=True)))
         await wait_until(pilot, lambda: bar.status.note == "")
 
 
@@ -235,11 +253,11 @@ def test_the_chat_measures_a_missing_curve_before_the_first_reply_asks():
     session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
     assert session.curve_due() == "missing"
     assert session.measure_ahead() == "missing"
-    measured = session.engine.calibration_seconds
+    measured = session.calibration_seconds
     assert measured > 0 and saved_curve("a fake with a key") == session.costs.seconds
     assert session.curve_due() is None and session.measure_ahead() is None  # measured once
     session.reply("hello")
-    assert session.engine.calibration_seconds == measured  # the reply measured nothing
+    assert session.calibration_seconds == measured  # the reply measured nothing
 
 
 def test_off_needs_no_curve_until_auto_is_picked():
@@ -310,27 +328,49 @@ def measuring_ahead(session: ChatSession, model: SlowDecodes) -> tuple[threading
     return thread, result
 
 
-def test_a_reply_stops_a_refresh_and_keeps_the_old_curve():
-    old = {n: 0.5 * n for n in CALIBRATION_SIZES}
+def test_a_reply_stops_a_refresh_and_the_old_curve_prices_the_sizes_not_measured_again():
+    old = {n: 0.02 * n for n in CALIBRATION_SIZES}
     save_curve("a fake with a key", old, time.time() - MAX_AGE_S - 60)
     model = SlowDecodes()
     session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
     refresh, result = measuring_ahead(session, model)
     turn = session.reply("hello")  # waits one decode at most, not the whole curve
     refresh.join(5)
-    assert result == [None] and turn.tokens
-    assert session.engine.calibration_seconds < 0.02 * 11  # the refresh stopped before timing every size
-    assert session.curve_due() == "old"  # still due: the next pause between replies measures it
+    assert result == ["old"] and turn.tokens
+    assert session.calibration_seconds < 0.02 * 11  # the refresh stopped before timing every size
+    assert session.costs.seconds[65] == pytest.approx(old[65], rel=0.5)  # not measured again yet: the old price
+    assert session.curve_due() == "missing"  # the next pause between replies measures the rest
 
 
-def test_a_reply_waits_for_a_missing_curve_rather_than_measuring_it_twice():
+def test_a_reply_stops_a_missing_curve_and_the_next_pause_goes_on_from_there():
     model = SlowDecodes()
     session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
     ahead, result = measuring_ahead(session, model)
-    session.reply("hello")
+    turn = session.reply("hello")  # the reply does not wait for the curve
     ahead.join(5)
-    assert result == ["missing"] and session.cost_curve()["from"] == "measured"
+    assert result == ["missing"] and turn.tokens and not session.costs.covers
+    timed = [n for n in CALIBRATION_SIZES if n not in session.costs.missing()]
+    assert timed and session.calibration_seconds < 0.02 * 11
+    batches = []
+    model.batch_started.clear()
+    original = model.eval
+    model.eval = lambda tokens, n_logits=1: (batches.append(len(tokens)), original(tokens, n_logits))[1]
+    assert session.measure_ahead() == "missing" and session.costs.covers
+    assert not (set(timed) - {1}) & set(batches)  # the sizes timed before were not timed again
     assert saved_curve("a fake with a key") is not None
+
+
+def test_a_measurement_keeps_to_its_budget_and_says_how_far_it_got():
+    model = SlowDecodes()
+    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    heard = []
+    session.on_measure(heard.append)
+    started = time.perf_counter()
+    assert session.measure_ahead(budget_s=0.15) == "missing"
+    assert time.perf_counter() - started < 0.15 + 0.02 * 4 * 4  # the size under way ends, no other starts
+    assert heard[0].done == 0 and heard[-1].ended and 0 < heard[-1].done < heard[-1].total
+    assert [s.done for s in heard[1:-1]] == list(range(1, heard[-1].done + 1))
+    assert all(s.seconds_left > 0 for s in heard[1:-1])  # an estimate for the sizes left
 
 
 def test_closing_stops_a_measurement_between_replies():
@@ -339,7 +379,7 @@ def test_closing_stops_a_measurement_between_replies():
     ahead, result = measuring_ahead(session, model)
     session.close()
     ahead.join(5)
-    assert result == [None] and saved_curve("a fake with a key") is None  # a cut curve is not kept
+    assert not ahead.is_alive() and result == ["missing"] and not session.costs.covers
 
 
 def test_a_curve_kept_before_auto_drafted_past_16_is_measured_again():

@@ -177,7 +177,7 @@ def test_sigint_mid_reply_keeps_the_reply_and_exits_130(chat):
 
 def test_sigterm_while_the_cost_curve_is_measured_ends_the_chat(chat):
     c = chat("auto", step_s=0.5)  # the fake's curve takes 36 s to measure
-    assert c.read_until(b"measuring this machine's cost curve"), c.out[-2000:]
+    assert c.read_until(b"measuring auto's cost curve"), c.out[-2000:]
     os.kill(c.pid, signal.SIGTERM)
     c.ended_within(SIGTERM_S + SLACK_S)
     assert c.status == 128 + signal.SIGTERM
@@ -196,7 +196,7 @@ def test_sigterm_while_a_model_loads_ends_the_chat(chat):
 def test_quitting_while_the_cost_curve_is_measured_ends_the_process(chat):
     """ctrl+q ends the process, not only the screen: the measurement under way stops."""
     c = chat("auto", step_s=0.5)
-    assert c.read_until(b"measuring this machine's cost curve"), c.out[-2000:]
+    assert c.read_until(b"measuring auto's cost curve"), c.out[-2000:]
     c.type(b"\x11")  # ctrl+q
     c.ended_within(SIGTERM_S + SLACK_S)
     assert c.status == 0
