@@ -158,7 +158,9 @@ class NgramDrafter(Drafter):
         """n tokens copied from `start` on, with the learned edits written in;
         past the end of the conversation the copy continues through itself: a
         loop whose period is the copy as written (an edit that removes more
-        than it inserts makes it shorter than len(tokens) - start)."""
+        than it inserts makes it shorter than len(tokens) - start). With a
+        tokenizer, it stops before the template's first token (textcopy's
+        BARRIER): a copy of the user's message never runs into the next role."""
         toks, p = self.tokens, start
         out: list[int] = []
         written: dict[int, tuple[int, ...]] = {}  # offset in the copy -> the edit that wrote it
@@ -177,6 +179,9 @@ class NgramDrafter(Drafter):
         del out[n:]
         while 0 < period and len(out) < n:
             out.append(out[-period])
+        if self.text is not None:  # a copy ends where the template's tokens start: a turn's end, a role header
+            del out[self.text.untemplated(out) :]
+            written = {o: edit for o, edit in written.items() if o < len(out)}
         if self.text is not None and self.text.joining:  # a break glued to a word ("%\n") is joined too
             kept, out = self.text.respell(out)
             written = {o: edit for o, edit in written.items() if o < kept}

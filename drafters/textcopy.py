@@ -13,6 +13,11 @@ follows the match, tokenized afresh. Where replies join the text's lines
 (`joining`: learned from the matches themselves), a line break inside a
 paragraph is copied as a space.
 
+The template's own tokens (a role header, a turn's end: tokens with no
+text of their own) stand in the text as a BARRIER that nothing matches
+across and no copy goes past: a copy of the user's message stops where the
+message ends, and never writes the next role's header into a reply.
+
 A line the reply starts by quoting a sentence (a bullet: "- Scrap fell")
 matches in fewer characters: the line's words, past its list marker, found
 once in the text, where a line or a sentence starts. A word written at a
@@ -35,6 +40,7 @@ LINE_MATCH = 5  # characters of a line's words, past its marker, that match once
 LINE_START = re.compile(r"\s*(?:[-*+>]\s|\d{1,3}[.)]\s)?\s*[\"'“‘`]?")  # indent, list marker, opening quote
 SENTENCE_END = ".!?:;"  # what ends a sentence, before a space
 LONGEST_LINE = 200  # characters looked back for the line's start
+BARRIER = "\x00"  # where the template's tokens stand in the text (a NUL in a reply would only end a copy early)
 
 
 class Spelling(Protocol):
@@ -69,7 +75,7 @@ class TextCopy:
     def extend(self, tokens) -> None:
         raw, flat, at = self.raw, self.flat, self.at
         for t in tokens:
-            for c in self.spelling.piece(t):
+            for c in self.spelling.piece(t) or BARRIER:
                 if c.isspace():
                     if flat and flat[-1] == " ":
                         raw.append(c)
@@ -111,10 +117,11 @@ class TextCopy:
         if start >= len(self.raw):
             return None
         copied = "".join(self.raw[start : start + (k + 1) * CHARS_PER_TOKEN * 2])
+        copied, barrier, _ = copied.partition(BARRIER)  # the copy ends where the template's tokens start
         if self.joining:
             copied = LINE_BREAK.sub(" ", self.raw[start - 1] + copied)[1:]  # the character before: a break first
         tokens = self.spelling.tokenize(copied)
-        if start + len(copied) < len(self.raw):
+        if not barrier and start + len(copied) < len(self.raw):
             tokens = tokens[:-1]  # the last may be cut short
         return match, tokens[:k]
 
@@ -148,6 +155,10 @@ class TextCopy:
         while i >= 0 and self.raw[i] in " \t":
             i -= 1
         return i < 0 or self.raw[i] == "\n" or (i < self.at[p] - 1 and self.raw[i] in SENTENCE_END)
+
+    def untemplated(self, tokens) -> int:
+        """How many of these tokens come before the first of the template's (a token with no text)."""
+        return next((i for i, t in enumerate(tokens) if not self.spelling.piece(t)), len(tokens))
 
     def has_word(self, tokens) -> bool:
         """Whether any of these tokens holds a letter or a digit."""

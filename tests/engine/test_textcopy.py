@@ -159,3 +159,22 @@ def test_a_break_glued_to_a_word_is_joined_once_replies_join_lines(qwen_spelling
     assert len(respelled) <= len(tokens)
     plain = spelling.tokenize("no break here")
     assert copy.respell(plain) == (len(plain), plain)
+
+
+def test_a_reply_that_restates_the_request_is_never_drafted_past_the_template(spelling):
+    """The request copied from its start: the copy (by tokens and by text)
+    stops where the user's message ends, never drafting the template's turn
+    end and the next role's header ("<|im_end|>\\n<|im_start|>assistant")."""
+    request = "Why does the sky look blue on a clear day, and red at sunset?"
+    prompt = f"<|im_start|>user\n{request}<|im_end|>\n<|im_start|>assistant\n"
+    context = spelling.target.tokenize(prompt, special=True) + spelling.tokenize("Why does the sky look blue")
+    d = NgramDrafter(spelling=spelling)
+    d.begin(context)
+    draft = d.propose(context, 32)
+    assert text(spelling, draft.tokens) == " on a clear day, and red at sunset?"
+    assert all(spelling.piece(t) for t in draft.tokens)  # no token of the template's
+    restated = spelling.tokenize(" Why does the sky look blue on a clear")  # spelled with other tokens: a text copy
+    context = spelling.target.tokenize(prompt, special=True) + restated
+    d.begin(context)
+    copied = d.text_copy(context, 32)
+    assert copied is not None and text(spelling, copied[1]) == " day, and red at sunset?"
