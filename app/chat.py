@@ -22,7 +22,7 @@ from specchat.dialogue import Dialogue, SessionStatus
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
-from specchat.engine import Engine, Turn
+from specchat.engine import Engine, OnPrefill, Turn
 from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.keptcurve import KeptCurve
@@ -143,6 +143,9 @@ class ChatSession(Dialogue[Turn]):
             "sizes_measured": sizes - len(self.costs.missing()),
             "sizes": sizes,
         }
+
+    def on_prefill(self, tell: OnPrefill) -> None:
+        self.engine.on_prefill = tell
 
     def on_measure(self, tell: Callable[[Measuring], None] | None) -> None:
         """Be told how a measurement of the cost curve goes (it takes seconds):

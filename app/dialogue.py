@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from specchat.engine import Cancel, OnIdle, OnRound, Turn
+from specchat.engine import Cancel, OnIdle, OnPrefill, OnRound, Turn
 from specchat.errors import SpecchatError
 
 
@@ -72,6 +72,10 @@ class Dialogue(Generic[TurnT]):
         self._messages.pop(0)
         while self._messages and self._messages[0]["role"] != "user":
             self._messages.pop(0)
+
+    def on_prefill(self, tell: OnPrefill) -> None:
+        """Be told (tokens read, of) as a long prompt is read before a reply;
+        a server reads the prompt itself and tells nothing."""
 
     # --- turns ---------------------------------------------------------------------
 

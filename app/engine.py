@@ -33,7 +33,7 @@ from specchat.errors import SpecchatError
 from specchat.grammar import Constraint
 from specchat.pieces import PieceDecoder
 from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
-from specchat.stats import Round, TurnStats, summarize
+from specchat.stats import Round, TurnStats, common_prefix, summarize
 from specchat.target import TargetModel
 
 MIN_SAMPLES = 3  # at least this many baseline samples in a long enough turn
@@ -63,6 +63,8 @@ class Turn:
 OnRound = Callable[[Round], None] | None
 Cancel = threading.Event | None
 OnIdle = Callable[[], None] | None
+OnPrefill = Callable[[int, int], None] | None  # (tokens read, of): as a long prompt is read
+PREFILL_CHUNK = 256  # tokens a long prompt is read in, where its progress is followed
 
 
 class Engine:
@@ -96,6 +98,7 @@ class Engine:
         self._next_drafter: Drafter | None = None
         self._sitting_out: tuple[Drafter, Drafter] | None = None  # (a drafter that failed, the plain one standing in)
         self._lock = threading.Lock()
+        self.on_prefill: OnPrefill = None  # told how a long prompt's reading goes (the chat's bar, run's stderr)
         self.failure = ""  # the current turn's drafter_failed
 
     # --- control from other threads -----------------------------------------
@@ -123,12 +126,12 @@ class Engine:
 
     # --- the KV cache -----------------------------------------------------------
 
-    def prefill(self, prompt: Sequence[int]) -> tuple[int, float]:
+    def prefill(self, prompt: Sequence[int], cancel: Cancel = None) -> tuple[int, float]:
         """Make the target's KV hold prompt[:-1], reusing the common prefix.
         The last prompt token stays pending: the first round evaluates it.
         Returns (tokens evaluated, seconds)."""
         t0 = time.perf_counter()
-        n = prefill(self.target, prompt)
+        n = prefill(self.target, prompt, self.on_prefill, cancel)
         return n, time.perf_counter() - t0
 
     # --- one turn ---------------------------------------------------------------
@@ -143,7 +146,7 @@ class Engine:
         # Greedy without a grammar reads only argmax tokens: a GPU then takes
         # them in llama.cpp's graph and copies no logits rows (llama.py).
         self.target.argmax_only(self.sampling.greedy and not self.constraint.on)
-        n_prefill, t_prefill = self.prefill(prompt)
+        n_prefill, t_prefill = self.prefill(prompt, cancel)
         context = list(prompt)  # committed tokens; the last one is pending (not in KV)
         self.constraint.begin()  # a constrained reply starts at the grammar's root
         # A switch asked for between turns and the drafter's own prefill both
@@ -336,7 +339,19 @@ class _Arm:
                 self.owed -= 1
 
 
-def prefill(model, prompt: Sequence[int]) -> int:
+def prefill(model, prompt: Sequence[int], tell: OnPrefill = None, cancel: Cancel = None) -> int:
     """Make model's KV hold prompt[:-1] (the last token stays pending).
-    Returns how many tokens were evaluated."""
-    return kvcache.sync(model, prompt[:-1], logits=False)
+    With `tell`, a prompt with more than PREFILL_CHUNK tokens to read is
+    read a chunk at a time, `tell(read, of)` after each, and a set `cancel`
+    stops it between chunks. Returns how many tokens were evaluated."""
+    wanted = prompt[:-1]
+    start = common_prefix(model.tokens, wanted)
+    if tell is None or len(wanted) - start <= PREFILL_CHUNK:
+        return kvcache.sync(model, wanted, logits=False)
+    fed = 0
+    for end in range(start + PREFILL_CHUNK, len(wanted) + PREFILL_CHUNK, PREFILL_CHUNK):
+        if cancel is not None and cancel.is_set():
+            break
+        fed += kvcache.sync(model, wanted[: min(end, len(wanted))], logits=False)
+        tell(min(end, len(wanted)) - start, len(wanted) - start)
+    return fed

@@ -226,6 +226,17 @@ def constraint_line(report: dict) -> str:
     )
 
 
+def prefill_status(console: Console):
+    """on_prefill for `run` on a terminal: a line on stderr while a long prompt is read."""
+    status = console.status("reading the prompt…")
+
+    def tell(done: int, of: int) -> None:
+        status.update(f"reading the prompt: {done:,} of {of:,} tokens")
+        status.start() if done < of else status.stop()
+
+    return tell
+
+
 def measure_after(session: ChatSession, seconds: float) -> None:
     """Measure what auto's cost curve still misses, for `seconds` at most
     (`--measure-for`), once the reply is out: a first run on a new machine
@@ -288,6 +299,9 @@ def run_once(
     measure_for: float = 0.0,
 ) -> int:
     out = None if json_out else Output()
+    stderr = Console(stderr=True, highlight=False)
+    if stderr.is_terminal:
+        session.on_prefill(prefill_status(stderr))
     try:
         if history is not None and remember:
             session.remember(history.replies())  # taken in before the turn's clock starts

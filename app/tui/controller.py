@@ -53,6 +53,7 @@ class Status:
     attached: str = ""  # the files the next message takes along ("app.py · 40 lines")
     branch: str = ""  # "branch 2/3" where the conversation has branches
     system: bool = False  # the conversation has a system prompt
+    reading: tuple[int, int] | None = None  # (tokens read, of) while a long prompt is read
 
 
 class ChatController:
@@ -74,6 +75,7 @@ class ChatController:
         self.branched_from: dict | None = None  # stats of the reply a branch asks again for (branching.py)
         self.cancel_event = threading.Event()
         self.live_tok_s: float | None = None  # while generating
+        self.reading: tuple[int, int] | None = None  # (tokens read, of) while a long prompt is read
         self.auto_choice = ""  # what auto picked for the latest rounds, while generating
         self.attachments: list[Attachment] = []  # files the next message takes along (/file PATH)
         self.draft_loading = False  # a switch mid-reply waits for the draft model to load: the status says so
@@ -212,7 +214,7 @@ class ChatController:
         """A reply starts: the event that stops it (Esc, quitting)."""
         self.generating = True
         self.cancel_event = threading.Event()
-        self.live_tok_s, self.auto_choice = 0.0, ""
+        self.live_tok_s, self.auto_choice, self.reading = 0.0, "", None
         return self.cancel_event
 
     @staticmethod
@@ -229,7 +231,7 @@ class ChatController:
 
     def end_turn(self) -> None:
         self.generating = False
-        self.live_tok_s, self.auto_choice = None, ""
+        self.live_tok_s, self.auto_choice, self.reading = None, "", None
 
     def cancel(self) -> str | None:
         """Esc: "stopping" a reply under way, "unediting" an edit, or None."""
@@ -268,6 +270,7 @@ class ChatController:
             self.live_tok_s,
             note,
             choice=self.auto_choice,
+            reading=self.reading,
             constraint=s.constraint,
             attached=attached,
             branch=self.conversation.branch,

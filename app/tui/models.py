@@ -21,7 +21,7 @@ from specchat.errors import SpecchatError
 
 if TYPE_CHECKING:
     from specchat.dialogue import SessionStatus
-    from specchat.engine import Cancel, OnIdle, OnRound, Turn
+    from specchat.engine import Cancel, OnIdle, OnPrefill, OnRound, Turn
     from specchat.sampling import SamplingParams
     from specchat.schema import GrammarSpec
     from specchat.server.session import ServerSession
@@ -60,6 +60,7 @@ class Session(Protocol):
     def edit_last(
         self, user_text: str, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None
     ) -> Turn: ...
+    def on_prefill(self, tell: OnPrefill) -> None: ...  # (tokens read, of) as a long prompt is read
 
     # --- knobs (a SpecchatError where this session cannot take one)
     @property

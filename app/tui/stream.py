@@ -49,6 +49,7 @@ class RoundsReady(Message):
     live_tok_s: float
     choice: str = ""  # auto's latest decision, e.g. "ngram k=6"
     shown: threading.Event | None = None  # set once the batch is on screen
+    reading: tuple[int, int] | None = None  # (tokens read, of) while the prompt is read, before any round
 
 
 @dataclass
@@ -123,6 +124,10 @@ class RoundFeed:
             self.t0 = now - r.t_draft - r.t_verify
         if now - self.last >= self.pacer.batch_seconds:
             self.flush(now)
+
+    def read(self, done: int, of: int) -> None:
+        """on_prefill for the engine: how the prompt's reading goes, before the first round."""
+        self.post(RoundsReady(self.reply, [], 0.0, reading=(done, of)))
 
     def flush(self, now: float | None = None) -> None:
         now = now or time.perf_counter()

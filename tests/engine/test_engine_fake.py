@@ -10,7 +10,7 @@ from scipy.stats import chisquare
 
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.ngram import NgramDrafter
-from specchat.engine import Engine
+from specchat.engine import PREFILL_CHUNK, Engine
 from specchat.sampling import SamplingParams, probs
 from tests.support.engine import (
     PROMPT,
@@ -149,6 +149,28 @@ def test_cancel_between_rounds_leaves_consistent_kv():
     follow = PROMPT + turn.tokens + [4, 6]
     n, _ = engine.prefill(follow)
     assert n == 2
+
+
+def test_a_long_prompt_is_read_a_chunk_at_a_time_and_each_chunk_is_told():
+    """The same cache and the same reply as read whole; Esc between chunks stops the turn."""
+    prompt = [1 + i % 20 for i in range(2 * PREFILL_CHUNK + 40)]
+    whole = Engine(FakeModel(seed=3), Drafter(), k=4).generate(prompt, 12)
+    model = FakeModel(seed=3)
+    engine = Engine(model, Drafter(), k=4)
+    told: list[tuple[int, int]] = []
+    engine.on_prefill = lambda done, of: told.append((done, of))
+    turn = engine.generate(prompt, 12)
+    of = len(prompt) - 1  # the last prompt token is the first round's
+    assert told == [(PREFILL_CHUNK, of), (2 * PREFILL_CHUNK, of), (of, of)]
+    assert turn.tokens == whole.tokens and model.eval_calls - len(turn.rounds) == 3
+    told.clear()
+    engine.generate([*prompt, *turn.tokens, 5], 4)  # a short new tail: read in one go, nothing told
+    assert told == []
+    cancel = threading.Event()
+    engine = Engine(FakeModel(seed=3), Drafter(), k=4)
+    engine.on_prefill = lambda done, of: cancel.set()
+    turn = engine.generate(prompt, 12, cancel=cancel)
+    assert turn.finish == "cancelled" and turn.tokens == [] and len(engine.target.tokens) == PREFILL_CHUNK
 
 
 def test_context_limit_stops_instead_of_overflowing():
