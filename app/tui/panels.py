@@ -13,6 +13,13 @@ from specchat.display import device_text, measuring_line, number
 from specchat.textsafe import safe_text
 from specchat.tui.controller import Status
 
+# How soon a part of the status bar gives way where the terminal is narrow: the
+# highest first. Pair, drafter, k and ctx always stay (an 80-column terminal
+# holds them whole); a note is cut to fit before it goes.
+SEP = " · "
+KEEP, NOTE = 0, 4
+GIVES_WAY = {"temp": 6, "branch": 5, "attached": 5, "constraint": 5, "note": NOTE, "choice": 3, "speed": 2}
+
 
 class StatusBar(Static):
     status: reactive[Status] = reactive(Status, always_update=True)
@@ -21,23 +28,59 @@ class StatusBar(Static):
         s = self.status
         if not s.pair:
             return Content(safe_text(s.note or "no model loaded"))
-        parts = [
-            Content.styled(safe_text(s.pair), "bold"),
-            *([Content.styled(s.branch, "bold $secondary")] if s.branch else []),
-            Content.assemble(
-                "drafter ", (s.drafter, "bold $accent"), (f" → {s.choice}" if s.choice else "", "$accent")
+        parts: list[tuple[str, Content]] = [
+            ("pair", Content.styled(safe_text(s.pair), "bold")),
+            *([("branch", Content.styled(s.branch, "bold $secondary"))] if s.branch else []),
+            ("drafter", Content.assemble("drafter ", (s.drafter, "bold $accent"))),
+            *([("choice", Content.styled(f"→ {s.choice}", "$accent"))] if s.choice else []),
+            ("k", Content(f"k {s.k}" if s.k else "k set by the server")),  # a server that takes no k per request
+            *(
+                [("constraint", Content.styled(safe_text(f"⟨{s.constraint}⟩"), "bold $spec-grammar"))]
+                if s.constraint
+                else []
             ),
-            Content(f"k {s.k}" if s.k else "k set by the server"),  # a server that takes no k per request
-            *([Content.styled(safe_text(f"⟨{s.constraint}⟩"), "bold $spec-grammar")] if s.constraint else []),
-            *([Content.styled(safe_text(f"+ {s.attached}"), "bold $accent")] if s.attached else []),
-            Content(f"temp {s.temp:g}" + (" · system prompt" if s.system else "")),
-            Content(f"ctx {s.used}/{s.n_ctx}"),
+            *([("attached", Content.styled(safe_text(f"+ {s.attached}"), "bold $accent"))] if s.attached else []),
+            ("temp", Content(f"temp {s.temp:g}" + (" · system prompt" if s.system else ""))),
+            ("ctx", Content(f"ctx {s.used}/{s.n_ctx}")),
         ]
-        if s.live_tok_s is not None:
-            parts.append(Content.styled(f"{s.live_tok_s:.1f} tok/s", "bold"))
+        if s.reading is not None:
+            parts.append(
+                ("speed", Content.styled(f"reading the prompt: {s.reading[0]:,} of {s.reading[1]:,} tokens", "bold"))
+            )
+        elif s.live_tok_s is not None:
+            parts.append(("speed", Content.styled(f"{s.live_tok_s:.1f} tok/s", "bold")))
         if s.note:
-            parts.append(Content.styled(safe_text(s.note), "italic"))
-        return Content(" · ").join(parts)
+            parts.append(("note", Content.styled(safe_text(s.note), "italic")))
+        return fitted(parts, self.size.width)
+
+
+def joined(parts: list[tuple[str, Content]]) -> Content:
+    """The parts with SEP between them; auto's choice follows its drafter after a space."""
+    pieces: list[Content] = []
+    for name, content in parts:
+        if pieces:
+            pieces.append(Content(" " if name == "choice" else SEP))
+        pieces.append(content)
+    return Content.assemble(*pieces)
+
+
+def fitted(parts: list[tuple[str, Content]], width: int) -> Content:
+    """The parts joined, those that give way first (GIVES_WAY) dropped until
+    the rest fit `width` (0: any); a note is cut short with "…" before it
+    goes, where 12 cells of it fit."""
+    parts = list(parts)
+    while width and joined(parts).cell_length > width:
+        rank = max(GIVES_WAY.get(name, KEEP) for name, _ in parts)
+        if rank == KEEP:
+            break
+        i = max(i for i, (name, _) in enumerate(parts) if GIVES_WAY.get(name, KEEP) == rank)
+        name, content = parts[i]
+        room = width - joined(parts[:i] + parts[i + 1 :]).cell_length - len(SEP)
+        if rank == NOTE and room >= 12 and content.cell_length > room:
+            parts[i] = (name, Content.assemble(content.truncate(room - 1), "…"))
+            continue
+        del parts[i]
+    return joined(parts)
 
 
 MEASURING_NOTE = " (a message stops it)"  # after the bar, while auto's cost curve is measured between replies

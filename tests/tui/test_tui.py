@@ -19,6 +19,7 @@ from tests.support.fake_model import FakeModel
 from tests.support.tui import (
     DARK,
     FakeModels,
+    enter,
     hexcolor,
     make_app,
     noisy_draft,
@@ -145,6 +146,30 @@ async def test_status_bar_and_k_keys(tmp_path):
         assert used > 0 and f"ctx {used}/4096" in str(bar.render())
 
 
+async def test_an_80_column_status_bar_keeps_pair_drafter_k_and_ctx_whole(tmp_path):
+    """What does not fit gives way (temp, a note cut short, then gone, auto's
+    choice, the live tok/s); pair, drafter, k and ctx stay whole."""
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=4000), drafter="auto")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        bar = app.query_one(StatusBar)
+        app.chat_screen.set_status(note="a note far too long to fit beside everything else on an 80-column line")
+        await pilot.pause()
+        shown = str(bar.render())
+        assert shown.startswith("fake-pair · drafter auto · k 64 · ctx 0/4096 · a note far") and shown.endswith("…")
+        assert bar.render().cell_length <= 80 and "temp" not in shown
+        await enter(pilot, "hello")
+        await wait_until(pilot, lambda: (app.chat.live_tok_s or 0) > 0)
+        app.chat.auto_choice = "ngram k=15"
+        app.chat_screen.set_status()
+        await pilot.pause()
+        shown = str(bar.render())
+        assert re.match(r"fake-pair · drafter auto( → ngram k=15)? · k 64 · ctx \d+/4096", shown), shown
+        assert bar.render().cell_length <= 80
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.chat.generating)
+
+
 async def test_live_tok_s_while_generating(tmp_path):
     app = make_app(tmp_path, models=FakeModels(step_seconds=0.02, max_tokens=4000), drafter="ngram")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -154,6 +179,19 @@ async def test_live_tok_s_while_generating(tmp_path):
         await pilot.press("escape")
         await wait_until(pilot, lambda: not app.chat.generating)
         assert "tok/s" not in str(app.query_one(StatusBar).render())
+
+
+async def test_a_long_prompt_shows_how_much_of_it_is_read(tmp_path):
+    """The status bar says how far the prompt's reading is, chunk by chunk,
+    then the live tok/s once the reply decodes."""
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.2, max_tokens=3), drafter="ngram")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await start_reply(pilot, "word " * 200)  # 1,000 characters: the fake reads one token each
+        bar = app.query_one(StatusBar)
+        await wait_until(pilot, lambda: re.search(r"reading the prompt: 256 of 1,\d{3} tokens", str(bar.render())))
+        await wait_until(pilot, lambda: re.search(r"reading the prompt: 768 of 1,\d{3} tokens", str(bar.render())))
+        await wait_until(pilot, lambda: not app.chat.generating)
+        assert "reading the prompt" not in str(bar.render())
 
 
 async def test_streaming_chunk_reserves_lines_and_gives_them_back(tmp_path):
