@@ -10,14 +10,12 @@ import asyncio
 import signal
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 from textual import on, work
 from textual.app import App
 from textual.message import Message
 
 from specchat import config, paths
-from specchat.checks import blank
 from specchat.config import Settings
 from specchat.costmodel import Measuring
 from specchat.errors import SpecchatError
@@ -31,9 +29,9 @@ from specchat.tui.ending import REPLY_WAITS, Ending
 from specchat.tui.keys import SpecchatCommands, checked_keymap, keymap_conflicts
 from specchat.tui.models import Session
 from specchat.tui.panels import measuring_note
-from specchat.tui.screens import PairPicker, PullScreen, TextPrompt
+from specchat.tui.schemabind import SchemaBinder, SchemaBound
+from specchat.tui.screens import PairPicker, PullScreen
 from specchat.tui.stream import Pacer
-from specchat.tui.widgets import PromptInput
 
 
 @dataclass
@@ -46,15 +44,6 @@ class SessionReady(Message):
     session: Session | None  # None when loading failed
     error: str = ""
     dropped_constraint: str = ""  # why the schema set before could not hold for this pair
-
-
-@dataclass
-class SchemaBound(Message):
-    """A schema was bound (or "off" freed the replies) on a worker, or could not be."""
-
-    then_send: str | None  # the rest of a "/schema FILE rest" message, to send once bound
-    error: str = ""
-    warning: str = ""  # keywords the grammar ignores
 
 
 class SpecchatApp(App):
@@ -76,6 +65,7 @@ class SpecchatApp(App):
         config_errors: list[str] | None = None,
         history_note: str = "",
         save_settings: bool = True,
+        reopen: int | None = None,
     ) -> None:
         super().__init__()
         self.models = models
@@ -84,6 +74,7 @@ class SpecchatApp(App):
         self.config_errors = config_errors or []
         self.history_note = history_note  # why the history is off or fresh, if it is
         self.save_settings = save_settings
+        self.reopen = reopen  # a stored conversation to open once the pair has loaded (--continue, --conversation)
         self.conversation = Conversation(history, partial(self.notify, title="history", severity="warning", timeout=15))
         self.conversation.default_system = self.conversation.system = self.settings.system_prompt or None
         self.conversation.memory_on = self.settings.memory  # F10 turns it off (or on) for this chat only
@@ -91,6 +82,7 @@ class SpecchatApp(App):
         self.chat = ChatController(self.conversation, drafter or self.settings.drafter, k or self.settings.k)
         self.pacer = Pacer()
         self.chat_screen = ChatScreen(self.chat, models, self.pacer)
+        self.schema = SchemaBinder(self)  # F8 and /schema FILE
         self._theme_ready = False
         self.ending: Ending | None = None  # the process's own way out (run_chat's): signals, the terminal, a deadline
 
@@ -200,65 +192,18 @@ class SpecchatApp(App):
                 timeout=15,
             )
 
-    # --- a JSON schema for the replies ---------------------------------------------------
+    # --- a JSON schema for the replies (schemabind.py) ----------------------------------
 
     @on(BindSchema)
     def bind_asked(self, msg: BindSchema) -> None:
-        self.set_schema(msg.path, then_send=msg.then_send)
+        self.schema.bind(msg.path, then_send=msg.then_send)
 
     def action_json_schema(self) -> None:
-        if self.chat_screen.busy() or self.chat.session is None:
-            return
-        title = "Reply as JSON matching… (a JSON schema file's path; off: free text)"
-        self.push_screen(TextPrompt(title), lambda path: self.set_schema(path) if path else None)
+        self.schema.ask()
 
-    def set_schema(self, path: str, then_send: str | None = None) -> None:
-        """Constrain the next replies to the JSON schema file at `path` ("off":
-        free text again), bound on a worker; then send `then_send` (the rest of
-        a "/schema FILE rest" message). A file that cannot be used is an error
-        notice, and the message stays in the prompt to fix the path."""
-        if self.chat.session is None or self.chat_screen.busy():
-            return
-        if path == "off":
-            self.chat.session.set_constraint(None)
-            self.post_message(SchemaBound(then_send))
-            return
-        self.chat.binding = Path(path).name
-        self.chat_screen.set_status(note=f"binding {self.chat.binding}…")
-        self.bind_schema(self.chat.session, path, then_send)
-
-    @work(thread=True, group="schema", exit_on_error=False)
-    def bind_schema(self, session, path: str, then_send: str | None) -> None:
-        from specchat.schema import load_schema
-
-        try:
-            spec = load_schema(path, warn=None)
-            session.set_constraint(spec)
-        except SpecchatError as err:
-            self.post_message(SchemaBound(then_send, error=err.one_line()))
-        except Exception as err:  # the app stays: say what happened
-            self.post_message(SchemaBound(then_send, error=f"{type(err).__name__}: {err}"))
-        else:
-            self.post_message(SchemaBound(then_send, warning=spec.warning))
-
-    def on_schema_bound(self, msg: SchemaBound) -> None:
-        self.chat.binding = ""
-        self.chat_screen.set_status(note="")
-        if msg.error:
-            self.notify(msg.error, title="schema", severity="error", timeout=10)
-            return
-        if msg.warning:
-            self.notify(msg.warning, title="schema", severity="warning", timeout=15)
-        if self.chat.session is None:  # the pair failed to load meanwhile
-            return
-        label = self.chat.session.status().constraint
-        self.notify(f"replies must match {label}" if label else "replies are free text again", timeout=4)
-        if msg.then_send is None:  # from F8: the prompt is the user's
-            return
-        if msg.then_send and not blank(msg.then_send):
-            self.chat_screen.send(msg.then_send)
-        else:
-            self.chat_screen.query_one(PromptInput).clear()
+    @on(SchemaBound)
+    def schema_bound(self, msg: SchemaBound) -> None:
+        self.schema.bound(msg)
 
     # --- the pairs (F4) -------------------------------------------
 
@@ -335,6 +280,9 @@ class SpecchatApp(App):
             self.notify(msg.error, title="loading failed", severity="error", timeout=15)
             return
         old = self.chat.attach(msg.session)
+        if self.reopen is not None:
+            self.chat_screen.load_conversation(self.reopen)
+            self.reopen = None
         if msg.dropped_constraint:
             self.notify(
                 f"replies are free text with {msg.session.pair}: {msg.dropped_constraint}",

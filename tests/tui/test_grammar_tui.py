@@ -97,7 +97,7 @@ async def test_a_schema_holds_across_a_pair_switch(tmp_path, tiny_pair):
     app = make_app(tmp_path, models=TinyPair(tiny_pair[0], max_tokens=160), settings=Settings(), drafter="grammar", k=16)
     async with app.run_test(size=(160, 40)) as pilot:
         await wait_until(pilot, lambda: app.chat.session is not None, timeout=120)
-        app.set_schema(str(SCHEMA))
+        app.schema.bind(str(SCHEMA))
         await wait_until(pilot, lambda: not app.chat.binding and app.chat.session.status().constraint == "JSON · person.schema.json",
                          timeout=30)
         first = app.chat.session
