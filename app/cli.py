@@ -16,6 +16,8 @@ from specchat.cli_models import models_app, pull, rm
 from specchat.cliopts import (
     BASELINE,
     BASELINE_SERVER,
+    CONTINUE,
+    CONVERSATION,
     DRAFT,
     DRAFTER,
     DRAFTERS,
@@ -58,6 +60,8 @@ def chat(
     baseline: bool = BASELINE,
     baseline_server: str | None = BASELINE_SERVER,
     extra_bufts: str | None = EXTRA_BUFTS,
+    resume: bool = CONTINUE,
+    conversation: int | None = CONVERSATION,
 ) -> None:
     """Open the chat (the same as a bare `specchat`)."""
     try:
@@ -65,7 +69,10 @@ def chat(
     except ImportError:
         _not_built("chat")
     set_extra_bufts(extra_bufts)
-    code = run_chat(ChatOptions(pair, target, draft, drafter, k, theme, server, baseline, baseline_server))
+    options = ChatOptions(
+        pair, target, draft, drafter, k, theme, server, baseline, baseline_server, conversation, resume
+    )
+    code = run_chat(options)
     raise typer.Exit(code)  # a crash inside the app is not a success
 
 

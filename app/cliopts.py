@@ -49,6 +49,10 @@ DRAFTER = typer.Option(None, "--drafter", help=f"Drafter to start with: {DRAFTER
 K = typer.Option(None, "--k", help="Most tokens a drafter may propose per round (default: each drafter's own).")
 THEME = typer.Option(None, "--theme", help="Theme: dark | light | colorblind | high-contrast | a user theme.")
 SERVER = typer.Option(None, "--server", help="Chat with a llama.cpp server (its base URL) instead of a local pair.")
+CONTINUE = typer.Option(False, "--continue", help="Reopen the last conversation (the one most recently updated).")
+CONVERSATION = typer.Option(
+    None, "--conversation", help="Reopen the stored conversation with this id (`specchat history list`)."
+)
 # llama.cpp's extra CPU buffer types: the chat, run, bench and models check take it.
 EXTRA_BUFTS = typer.Option(
     None,

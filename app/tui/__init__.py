@@ -21,6 +21,32 @@ class ChatOptions:
     server: str | None  # a llama.cpp server instead of a local pair
     baseline: bool
     baseline_server: str | None
+    conversation: int | None = None  # a stored conversation to reopen
+    resume: bool = False  # reopen the last one (--continue)
+
+
+def reopened(history, note: str, conversation: int | None, resume: bool) -> int | None:
+    """The id of the stored conversation to open at start: `conversation`, or
+    with `resume` the one most recently updated; None for a new chat. One
+    that is not there is a SpecchatError."""
+    from specchat.errors import SpecchatError
+
+    if conversation is None and not resume:
+        return None
+    if history is None:
+        raise SpecchatError(f"cannot reopen a conversation: {note}", hint="see `specchat --help` for SPECCHAT_HOME")
+    if conversation is not None:
+        try:
+            history.load(conversation)
+        except KeyError:
+            raise SpecchatError(
+                f"no stored conversation has id {conversation}", hint="specchat history list shows them"
+            ) from None
+        return conversation
+    stored = history.list()
+    if not stored:
+        raise SpecchatError("no conversation to continue yet", hint="specchat alone starts a new one")
+    return stored[0].id
 
 
 def run_chat(options: ChatOptions) -> int:
@@ -61,6 +87,7 @@ def run_chat(options: ChatOptions) -> int:
     if server_models is not None or o.target is not None:
         pair = models.default_pair()
     history, note = open_history()
+    reopen = reopened(history, note, o.conversation, o.resume)  # one that is not there is one line, before the app
     app = SpecchatApp(
         models,
         settings,
@@ -70,6 +97,7 @@ def run_chat(options: ChatOptions) -> int:
         history=history,
         config_errors=loaded.errors,
         history_note=note,
+        reopen=reopen,
     )
     # Signals, a terminal that hangs up, and the deadline that ends the process
     # whatever its threads still do (ending.py); a deadline saves what is queued first.

@@ -7,7 +7,6 @@ ChatController's; a schema (F8, /schema) and the pairs (F4) are the app's.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -200,6 +199,7 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         self.pacer.drawing_wait = 0.0
         try:
             feed = RoundFeed(self.post_message, reply, self.pacer)
+            session.on_prefill(feed.read)  # a long prompt's reading shows in the status bar
             if kind == "regenerate":
                 turn = session.regenerate(feed, cancel, on_idle=feed.flush)
             elif kind == "edit":
@@ -221,9 +221,9 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         self.pacer.pace()
         msg.reply.add_spans(msg.spans)
         now = time.perf_counter()
-        if now - self._status_time >= STATUS_SECONDS:  # the live tok/s needs no 25 fps
+        if msg.reading or now - self._status_time >= STATUS_SECONDS:  # the live tok/s needs no 25 fps
             self._status_time = now
-            self.chat.live_tok_s, self.chat.auto_choice = msg.live_tok_s, msg.choice
+            self.chat.live_tok_s, self.chat.auto_choice, self.chat.reading = msg.live_tok_s, msg.choice, msg.reading
             self.set_status()
         self.query_one(ChatLog).follow()
         if msg.shown is not None:
@@ -263,7 +263,11 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         self.query_one(ChatLog).follow()  # the stats line comes into view; a user who scrolled up stays put
 
     def load_conversation(self, conv_id: int) -> None:
-        conv = self.chat.conversation.open(conv_id)
+        """Show a stored conversation in place of this one (F3, a branch, --continue), or say why it cannot be."""
+        conv, problem = self.chat.conversation.open_stored(conv_id)
+        if conv is None:
+            self.notify(problem, severity="warning")
+            return
         self.query_one(ChatLog).show(conv.messages, self.show_rejected)
         self.refresh_panel()
         self.set_status()
@@ -307,14 +311,8 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
             return
 
         def chosen(conv_id: int | None) -> None:
-            if conv_id is None or self.busy():
-                return
-            try:
+            if conv_id is not None and not self.busy():
                 self.load_conversation(conv_id)
-            except KeyError:  # another process deleted it while the list was open
-                self.notify("that conversation was deleted meanwhile: nothing to open", severity="warning")
-            except sqlite3.Error as err:
-                self.notify(f"cannot read the history ({err})", severity="warning")
 
         self.app.push_screen(HistoryScreen(self.chat.conversation.history, paths.data_dir() / "exports"), chosen)
 

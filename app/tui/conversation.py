@@ -165,6 +165,16 @@ class Conversation:
             self.session.replace_messages([{"role": m.role, "content": m.content} for m in readable])
         return conv
 
+    def open_stored(self, conv_id: int) -> tuple[StoredConversation | None, str]:
+        """`open`, or (None, why) where it cannot be: another process deleted
+        it meanwhile, or the history cannot be read."""
+        try:
+            return self.open(conv_id), ""
+        except KeyError:
+            return None, "that conversation was deleted meanwhile: nothing to open"
+        except sqlite3.Error as err:
+            return None, f"cannot read the history ({err})"
+
     def new(self) -> None:
         self.branch = ""
         if self.session is not None:

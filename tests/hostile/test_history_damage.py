@@ -139,9 +139,9 @@ def test_history_search_rebuilds_a_damaged_index_with_one_note(specchat_home):
     done = specchat("history", "search", "quick brown")
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().splitlines() == [f"{cats:>5}  Tell me about cats · assistant: The «quick brown» cat sleeps all day."]  # fmt: skip
-    assert err_lines(done) == [f"note: {REBUILT}", "open one in the chat: F3, then s to search there"]
+    assert err_lines(done) == [f"note: {REBUILT}", "open one: specchat --conversation ID (or F3 in the chat, then s to search there)"]
     again = specchat("history", "search", "quick brown")
-    assert err_lines(again) == ["open one in the chat: F3, then s to search there"]  # mended for good
+    assert err_lines(again) == ["open one: specchat --conversation ID (or F3 in the chat, then s to search there)"]  # mended for good
 
 
 async def test_f3_searches_a_damaged_index_and_the_chat_goes_on_saving(tmp_path):
