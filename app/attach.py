@@ -128,6 +128,13 @@ def words_of(message: str) -> str:
     return _BLOCK.sub(lambda b: f"[+ {b['name']}]", message).replace("]\n\n", "] ").strip()
 
 
+def first_line(message: str) -> str:
+    """The first line of a message's own words (words_of) that is not blank
+    and opens no code fence: what a title or a list shows of it ("" for none)."""
+    lines = words_of(message).splitlines()
+    return next((line.strip() for line in lines if line.strip() and not line.lstrip().startswith("```")), "")
+
+
 def with_files(message: str, files: list[Attachment]) -> str:
     """The message as sent: each file's block, then the user's words."""
     return "\n\n".join([*(f.block() for f in files), message]) if files else message

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from specchat import paths
-from specchat.attach import words_of
+from specchat.attach import first_line
 from specchat.branches import Tree
 from specchat.display import NOT_MEASURED, measured_acceptance, measured_alpha, number
 from specchat.searchindex import Found, SearchIndex, mended
@@ -268,10 +268,10 @@ class History(Tree):
 
 
 def title_for(text: str) -> str:
-    """A conversation's title: the first line of its first message (its
-    attached files as "[+ NAME]"), cut at 60 characters."""
-    text = words_of(text)
-    line = text.splitlines()[0] if text else "New chat"
+    """A conversation's title: the first line of its first message (attach's
+    first_line: its attached files as "[+ NAME]", code fences passed over),
+    cut at 60 characters."""
+    line = first_line(text) or "New chat"
     return line[:60] + ("…" if len(line) > 60 else "")
 
 

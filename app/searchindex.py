@@ -156,15 +156,24 @@ class SearchIndex:
             return []
         phrase = '"' + words.replace('"', '""') + '"'  # the user's text, never FTS5 syntax
         rows = self.db.execute(
-            "SELECT m.conversation_id, c.title, m.role, snippet(messages_fts, 0, '«', '»', '…', 12) "
-            "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+            "SELECT m.conversation_id, c.title, m.role, snippet(messages_fts, 0, '«', '»', '…', 12), m.created, "
+            "m.content FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
             "JOIN conversations c ON c.id = m.conversation_id "
             "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
             (phrase, SEARCH_LIMIT),
         ).fetchall()
-        return [
-            Found(int(conv), str(title), str(role), " ".join(str(snip).split())) for conv, title, role, snip in rows
-        ]
+        # A branch begins with copies of its parent's messages: each is listed
+        # once, in the conversation it was first written in (the oldest).
+        found: list[Found] = []
+        where: dict[tuple, int] = {}
+        for conv, title, role, snip, created, content in rows:
+            hit = Found(int(conv), str(title), str(role), " ".join(str(snip).split()))
+            i = where.setdefault((role, created, content), len(found))
+            if i == len(found):
+                found.append(hit)
+            elif hit.conversation < found[i].conversation:
+                found[i] = hit
+        return found
 
     def _rebuild(self) -> None:
         with self.db:  # the rebuild opens the transaction: the triggers come in it too

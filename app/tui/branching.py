@@ -26,7 +26,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from specchat.attach import words_of
+from specchat.attach import first_line
 from specchat.display import NOT_MEASURED, measured_alpha, number
 from specchat.history import Message as Stored
 from specchat.textsafe import safe_text
@@ -55,7 +55,8 @@ class BranchScreen(ModalScreen[int | None]):
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
-        options.highlighted = len(self.messages) - 1
+        users = [i for i, m in enumerate(self.messages) if m.role == "user" and not m.problem]
+        options.highlighted = users[-1] if users else len(self.messages) - 1  # Enter edits the last question
         options.focus()
 
     @on(OptionList.OptionSelected)
@@ -66,7 +67,7 @@ class BranchScreen(ModalScreen[int | None]):
 def message_option(i: int, m: Stored) -> Option:
     """One message as a line of the list: its number, who, its first line (as data, never markup)."""
     who = "you" if m.role == "user" else "reply"
-    first = (words_of(m.content).splitlines() or [""])[0] if not m.problem else "(unreadable)"
+    first = first_line(m.content) if not m.problem else "(unreadable)"
     text = safe_text(f"{i + 1:>3} {who:>5}: {first[:100]}")
     return Option(Content(text), id=str(i), disabled=bool(m.problem))
 

@@ -97,3 +97,11 @@ def test_a_failing_write_rolls_back(tmp_path):
         pass
     assert [m.content for m in h.load(cid).messages] == ["one"]
     assert isinstance(h.db, sqlite3.Connection)
+
+
+
+def test_a_title_passes_over_a_code_fence(tmp_path):
+    h = History(tmp_path / "h.sqlite3")
+    conv = h.record("p", "```python\ndef f():\n    return 1\n```", Message("assistant", "ok"))
+    assert h.load(conv).title == "def f():"
+    h.close()

@@ -76,3 +76,13 @@ async def test_f3_searches_and_opens_the_conversation_of_a_match(tmp_path):
         await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "ChatScreen")
         await wait_until(pilot, lambda: app_.conversation.id == cats)
         assert [m["content"] for m in app_.chat.session.messages][-1] == "The quick brown cat sleeps all day."
+
+
+def test_a_message_a_branch_copied_is_found_once_in_the_conversation_it_was_written_in(tmp_path):
+    history = History(tmp_path / "h.sqlite3")
+    cats, _ = stored(history)
+    branch = history.fork(cats, 2)
+    history.add_message(branch, Message("user", "and a quick brown dog?"))
+    hits = history.search("quick brown")
+    assert sorted((h.conversation, h.role) for h in hits) == [(cats, "assistant"), (branch, "user")]
+    history.close()

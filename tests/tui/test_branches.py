@@ -183,3 +183,14 @@ async def test_the_palette_sets_the_system_prompt_and_esc_leaves_it(tmp_path):
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, TextPrompt))
         assert app.chat.session.system == "Be brief."  # Esc changes nothing
+
+
+async def test_the_branch_list_starts_on_the_last_question(tmp_path):
+    """Enter right away edits the last question (the usual wish), not re-asks the last reply."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await four_messages(pilot)
+        await pilot.press("ctrl+b")
+        await wait_until(pilot, lambda: isinstance(app.screen, BranchScreen))
+        assert app.screen.query_one(OptionList).highlighted == 2  # "two", not its reply
+        await pilot.press("escape")
