@@ -34,6 +34,10 @@ WEAK_MATCH = 3  # a token match shorter than this: the n-gram drafter's text cop
 LINE_PRIOR = 0.9  # a text copy from a line's start that matched one sentence's start
 WHOLE_REPLY = 8  # a reply copied from one place since its first token, this long or longer,
 WHOLE_PRIOR = 0.97  # is priced on a rate of its own: a function or a file returned whole goes on
+# A draft is taken only where it beats a plain step by this much: a plain
+# step's price is known, a draft's rests on an estimate (at first, a prior),
+# and on a short reply one wrong guess costs more than the reply can win back.
+PLAIN_EDGE = 1.1
 
 
 class Acceptance:
@@ -77,9 +81,12 @@ class CopyRate(Acceptance):
 
 
 def copy_rates(longest: int = MAX_BUCKET) -> dict[int, CopyRate]:
-    """A copy's rate per match length (matches `longest` or longer share one):
-    the longer the match, the higher the prior."""
-    return {b: CopyRate(prior=1.0 - 0.5 / (1.0 + 0.25 * b)) for b in range(1, longest + 1)}
+    """A copy's rate per match length (matches `longest` or longer share one).
+    The prior follows how often a copy's first token agreed, by match
+    length, on greedy replies of the default pair (tools/copy_agreement.py;
+    docs/auto.md): a two-token match is a coin toss, each token more of
+    match takes a fifth off the chance of a miss."""
+    return {b: CopyRate(prior=1.0 - 0.8125 * 0.8**b) for b in range(1, longest + 1)}
 
 
 def text_rates() -> dict[int, CopyRate]:
@@ -145,10 +152,10 @@ class AutoDrafter(Drafter):
     def propose(self, context: Sequence[int], k: int) -> Draft:
         self.rounds += 1
         self.k_hint = max(1, k)
-        best = self._best(context, k, 0.0)
+        best = self._best(context, k, 0.0, PLAIN_EDGE)
         trial = best is None and self.rounds % EXPLORE_EVERY == 0
         if trial:
-            best = self._best(context, k, 0.5)
+            best = self._best(context, k, 0.5, 1.0)  # a trial is a bet: judged optimistically, with no edge
         if best is None or k <= 0:
             return self._decide("off", None, Draft(source="off"))
         _, source, length, acc, candidate = best
@@ -161,9 +168,9 @@ class AutoDrafter(Drafter):
         self._measure_draft(self.model.seconds_per_token)
         return self._decide(f"{self.model.name} k={length}", acc, draft)
 
-    def _best(self, context: Sequence[int], k: int, optimism: float):
-        """The option that beats a plain step by most, or None."""
-        best_rate, best = 1.0 / self.costs.step(1), None  # a plain step
+    def _best(self, context: Sequence[int], k: int, optimism: float, edge: float):
+        """The option that beats a plain step by most, and by `edge` (a factor) at least, or None."""
+        best_rate, best = edge / self.costs.step(1), None  # a plain step, and the edge over it
         for option in self._options(context, k, optimism):
             if option[0] > best_rate:
                 best_rate, best = option[0], option

@@ -166,7 +166,7 @@ def test_auto_drafts_only_to_sizes_whose_cost_was_measured():
     a.begin(context)
     assert a.costs.priced(16) and not a.costs.priced(10) and not a.costs.priced(17)
     lengths = {len(a.propose(context, k).tokens) for k in range(1, 17)}
-    assert lengths <= {1, 2, 3, 4, 7, 11, 15}  # each verify is a measured size: length + 1
+    assert lengths - {0} <= {1, 2, 3, 4, 7, 11, 15} and 15 in lengths  # each verify is a measured size: length + 1
     assert len(a.propose(context, 14).tokens) == 11  # 15 positions were never measured: 12 were
     assert len(a.propose(context, 10).tokens) == 7  # 9 to 11 positions would be priced by the line: not drafted
     assert CostModel().priced(10)  # before a curve is measured, every size is priced the same way
@@ -203,8 +203,8 @@ def test_a_copy_rate_learned_on_short_drafts_prices_long_ones():
 
 def test_auto_lengthens_n_gram_drafts_while_a_copy_keeps_agreeing():
     text = list(range(10, 70))
-    copied = 12
-    context = text + [1, 2] + text[:copied]  # copying `text` again has begun: a 12-token match
+    copied = 9
+    context = text + [1, 2] + text[:copied]  # copying `text` again has begun: a 9-token match
     a, _ = auto(CPU)
     a.begin(context)
     lengths = []
@@ -302,7 +302,7 @@ def test_falling_behind_makes_the_draft_model_pay_for_its_catch_up():
     model.seconds_per_token, model.sync_per_token = 0.009, 0.004
     assert model.catch_up_cost(context[:5]) == pytest.approx(2 * 0.009)  # short: token by token
     assert model.catch_up_cost(context) == pytest.approx(36 * 0.004)  # long: one batch
-    a.draft_step = 0.009
+    a.draft_step = 0.003  # drafting is cheap: a draft one token behind pays by the edge auto asks
     assert a.propose(context[:4], 8).source == "draft"
     assert a.propose(context, 8).source == "off"  # 36 tokens behind: the catch-up costs more than drafting wins
 
