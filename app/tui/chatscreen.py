@@ -68,7 +68,7 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         self.chat = chat
         self.models = models
         self.pacer = pacer
-        self.show_rejected = True
+        self.show_rejected = False  # in replies that ended (ctrl+t); a streaming reply shows them
         self.quit_code: int | None = None  # a signal asked to quit once the reply under way has ended
         self._status_time = 0.0
 
@@ -294,7 +294,8 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected
         self.query_one(ChatLog).set_show_rejected(self.show_rejected)
-        self.notify("rejected drafts " + ("shown" if self.show_rejected else "hidden"), timeout=2)
+        where = "shown in every reply" if self.show_rejected else "hidden once a reply ends"
+        self.notify(f"rejected drafts {where}", timeout=2)
 
     def action_stats_panel(self) -> None:
         panel = self.query_one(StatsPanel)

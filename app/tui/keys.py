@@ -43,7 +43,7 @@ ACTIONS = [
         "k_down", "ctrl+down", "change_k(-1)", "k−", "Let the drafter propose one token fewer per round", False, True
     ),
     Action("cancel", "escape", "cancel", "Cancel", "Stop at the next round; the partial reply stays", True),
-    Action("toggle_rejected", "ctrl+t", "toggle_rejected", "Rejected", "Hide or show rejected drafts", True, True),
+    Action("toggle_rejected", "ctrl+t", "toggle_rejected", "Rejected", "Drafts in replies that ended", True, True),
     Action("legend", "f1", "legend", "Legend", "What the colours and numbers mean; every key", True),
     Action("stats_panel", "f2", "stats_panel", "Stats", "Show or hide the stats panel", True),
     Action("history", "f3", "history", "History", "Reopen, rename, delete or export a conversation", True),

@@ -172,14 +172,18 @@ class StatsLine(Static):
 
 
 class AssistantMessage(Vertical):
-    """One reply: colour view (or rendered Markdown) and its stats line."""
+    """One reply: colour view (or rendered Markdown) and its stats line.
+
+    While it streams, its rejected drafts are shown struck through (that is
+    the show). Once it ends, the text a user reads, selects and copies is the
+    reply alone, unless `show_rejected` (ctrl+t) asks for the drafts too."""
 
     def __init__(
         self,
         spans: list[dict] | None = None,
         stats: dict | None = None,
         finish: str | None = None,
-        show_rejected: bool = True,
+        show_rejected: bool = False,
     ) -> None:
         super().__init__(classes="assistant-message")
         self.spans: list[dict] = []
@@ -190,12 +194,17 @@ class AssistantMessage(Vertical):
         self.markdown_view = False
         merge_spans(self.spans, spans or [])  # merge_spans copies what it keeps
         chunk_spans(self.chunks, self.spans)
-        self._live = spans_content(self.chunks[-1], show_rejected)  # the last chunk, grown by appending
+        self._live = spans_content(self.chunks[-1], self.shows_rejected)  # the last chunk, grown by appending
+
+    @property
+    def shows_rejected(self) -> bool:
+        """Whether the rejected drafts are on screen: while streaming, or asked for."""
+        return self.show_rejected or self.stats is None
 
     def compose(self):
         with ReplyBody():
             for chunk in self.chunks:
-                yield ReplyChunk(spans_content(chunk, self.show_rejected))
+                yield ReplyChunk(spans_content(chunk, self.shows_rejected))
         yield StatsLine("" if self.stats is None else stats_content(self.stats, self.finish))
 
     def on_mount(self) -> None:
@@ -219,16 +228,17 @@ class AssistantMessage(Vertical):
         chunk_spans(self.chunks, new)
         if len(self.chunks) == n_before:
             for s in new:  # the common case: everything went to the live chunk
-                if s["kind"] != "rejected" or self.show_rejected:
+                if s["kind"] != "rejected" or self.shows_rejected:
                     self._live = self._live.append_text(shown_text(s), span_style(s["kind"], s["drafter"]))
         else:
-            self._live = spans_content(self.chunks[-1], self.show_rejected)
+            self._live = spans_content(self.chunks[-1], self.shows_rejected)
         self._show()
 
     def end(self, stats: dict, finish: str) -> None:
         self.stats, self.finish = stats, finish
         self.remove_class("-streaming")
         self.set_class(finish == "cancelled", "-cancelled")
+        self.set_show_rejected(self.show_rejected)  # the reply alone now, unless the drafts are asked for
         self._show()
 
     def _show(self) -> None:
@@ -240,8 +250,8 @@ class AssistantMessage(Vertical):
         widgets = list(body.query(ReplyChunk))
         live = self.stats is None
         if len(self.chunks) > len(widgets):
-            widgets[-1].show(spans_content(self.chunks[len(widgets) - 1], self.show_rejected), live=False)
-            body.mount_all(ReplyChunk(spans_content(c, self.show_rejected)) for c in self.chunks[len(widgets) :])
+            widgets[-1].show(spans_content(self.chunks[len(widgets) - 1], self.shows_rejected), live=False)
+            body.mount_all(ReplyChunk(spans_content(c, self.shows_rejected)) for c in self.chunks[len(widgets) :])
         else:
             widgets[-1].show(self._live, live)  # an ended reply gives back its reserved lines
         if self.stats is not None:  # the reply ended
@@ -250,8 +260,8 @@ class AssistantMessage(Vertical):
     def set_show_rejected(self, show: bool) -> None:
         self.show_rejected = show
         for widget, chunk in zip(self.query(ReplyChunk), self.chunks):
-            widget.update(spans_content(chunk, show))
-        self._live = spans_content(self.chunks[-1], show)
+            widget.update(spans_content(chunk, self.shows_rejected))
+        self._live = spans_content(self.chunks[-1], self.shows_rejected)
 
     async def toggle_markdown(self) -> None:
         """Flip between the colour view and rendered Markdown."""

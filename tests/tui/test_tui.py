@@ -43,6 +43,8 @@ async def test_reply_colours_accepted_rejected_target(tmp_path):
         reply = await send(pilot, "hello")
         kinds = {s["kind"] for s in reply.spans}
         assert kinds == {"accepted", "rejected", "target"}
+        await pilot.press("ctrl+t")  # the rejected drafts, once the reply ended, are one key away
+        await pilot.pause()
         by_colour = rendered_by_colour(reply.query_one(ReplyBody))
         assert by_colour[(DARK["accepted"], False)] == spans_text(reply, "accepted")
         assert by_colour[(DARK["rejected"], True)] == spans_text(reply, "rejected")
@@ -69,20 +71,27 @@ async def test_hybrid_tells_ngram_from_model(tmp_path):
         assert spans_text(reply, "accepted", "hybrid:ngram") in by_colour[(DARK["ngram"], False)]
 
 
-async def test_toggle_rejected_hides_struck_drafts(tmp_path):
-    app = make_app(tmp_path, drafter="draft", k=4)
+async def test_rejected_drafts_show_while_streaming_and_go_once_the_reply_ends(tmp_path):
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.01, max_tokens=400), drafter="draft", k=4)
     async with app.run_test(size=(120, 40)) as pilot:
-        await ready(pilot)
-        reply = await send(pilot, "hello")
+        await start_reply(pilot)
+        await wait_until(pilot, lambda: app.query(AssistantMessage) and app.query(ReplyBody))
+        reply = app.query(AssistantMessage).last()
         body = reply.query_one(ReplyBody)
+        # While it streams, the struck drafts are the show.
+        await wait_until(pilot, lambda: app.chat.generating and any(style.strike for _, style in segments(body)), 30)
+        await wait_until(pilot, lambda: not app.chat.generating, 60)
+        await pilot.pause()
+        # Once it ends, what the screen holds (and a mouse selects) is the reply alone.
+        assert any(s["kind"] == "rejected" for s in reply.spans)
+        assert not any(style.strike for _, style in segments(body))
+        assert "".join(squash(t) for t, _ in segments(body)) == squash(reply.text)
+        await pilot.press("ctrl+t")  # one key brings them back, in every reply, and takes them away again
+        await pilot.pause()
         assert any(style.strike for _, style in segments(body))
         await pilot.press("ctrl+t")
         await pilot.pause()
         assert not any(style.strike for _, style in segments(body))
-        assert "".join(squash(t) for t, _ in segments(body)) == squash(reply.text)
-        await pilot.press("ctrl+t")
-        await pilot.pause()
-        assert any(style.strike for _, style in segments(body))
 
 
 # --- numbers ---------------------------------------------------------------------------------

@@ -39,7 +39,9 @@ def stats(alpha, speedup, per_position, drafters=("ngram", "draft")) -> dict:
             "t_plain": 0.12, "t_other": 0.05, "drafters": list(drafters)}
 
 
-def seeded_app(tmp_path, theme: str = "specchat-dark"):
+def seeded_app(tmp_path, theme: str = "specchat-dark", rejected_shown: bool = False):
+    """The stored conversation reopened; its ended replies show their rejected
+    drafts only where asked (ctrl+t, without the toast it brings)."""
     history = History(tmp_path / "history.sqlite3")
     cid = history.new_conversation("rename", "fake-pair")
     history.add_message(cid, Message("user", "Rename compute to total_price."))
@@ -55,6 +57,7 @@ def seeded_app(tmp_path, theme: str = "specchat-dark"):
         await wait_until(pilot, lambda: app.chat.session is not None)
         await wait_until(pilot, lambda: app.chat.session.curve_due() is None)  # auto's curve measured: no note
         app.query_one(PromptInput).cursor_blink = False
+        app.chat_screen.show_rejected = rejected_shown
         app.chat_screen.load_conversation(cid)
         await pilot.pause()
 
@@ -67,7 +70,7 @@ def _isolated_home(tmp_path, monkeypatch):
 
 
 def test_reply_with_rejected_drafts(snap_compare, tmp_path):
-    app, run_before = seeded_app(tmp_path)
+    app, run_before = seeded_app(tmp_path, rejected_shown=True)
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
@@ -83,5 +86,5 @@ def test_stats_panel(snap_compare, tmp_path):
 
 
 def test_colorblind_theme(snap_compare, tmp_path):
-    app, run_before = seeded_app(tmp_path, theme="specchat-colorblind")
+    app, run_before = seeded_app(tmp_path, theme="specchat-colorblind", rejected_shown=True)
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
