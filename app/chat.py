@@ -111,7 +111,7 @@ class ChatSession(Dialogue[Turn]):
         self._decoding = threading.RLock()
         self._refresh_stop = threading.Event()
         self._closing = threading.Event()
-        self.calibration_seconds = 0.0  # all measuring of the cost curve took, this session
+        self._context_before: int | None = None  # the chat's context while a measurement decodes junk after it
         self._on_measure: Callable[[Measuring], None] | None = None
         self.constraint = Constraint()  # the grammar replies must match (off until set_constraint)
         # This user's earlier replies, tokenized as this pair reads them; each
@@ -133,16 +133,8 @@ class ChatSession(Dialogue[Turn]):
         )
 
     def cost_curve(self) -> dict:
-        """Where auto's cost curve came from ("saved" by an earlier session,
-        "measured" by this one, "none" yet), the seconds measuring took, and
-        how many of the sizes auto may pick are measured."""
-        sizes = len(self.costs.sizes)
-        return {
-            "from": self.curve.source,
-            "calibration_s": round(self.calibration_seconds, 3),
-            "sizes_measured": sizes - len(self.costs.missing()),
-            "sizes": sizes,
-        }
+        """Where auto's cost curve came from, and what measuring it took (KeptCurve.report)."""
+        return self.curve.report()
 
     def on_prefill(self, tell: OnPrefill) -> None:
         self.engine.on_prefill = tell
@@ -176,11 +168,11 @@ class ChatSession(Dialogue[Turn]):
             if why is None:
                 return None
             until = None if budget_s is None else time.perf_counter() + budget_s
-            t0 = time.perf_counter()
+            self._context_before = len(self.target.tokens)
             try:
                 self.curve.measure(self.target, self._refresh_stop, until, self._on_measure, afresh=why != "missing")
             finally:
-                self.calibration_seconds += time.perf_counter() - t0
+                self._context_before = None
             return why
 
     def _llama_seconds(self) -> float:
@@ -227,7 +219,10 @@ class ChatSession(Dialogue[Turn]):
 
     @property
     def context_used(self) -> int:
-        return len(self.target.tokens)
+        """Tokens of the conversation in the target's context (not the junk a
+        measurement decodes after them and rolls back)."""
+        before = self._context_before
+        return len(self.target.tokens) if before is None else before
 
     @property
     def sampling(self) -> SamplingParams:

@@ -137,6 +137,7 @@ class KeptCurve:
             if costs.drifted() is not None:  # earlier sessions' rounds disagree with it
                 costs.load({})
         self.source = "saved" if costs.calibrated else "none"  # "measured" once this session has measured it
+        self.spent = 0.0  # seconds all measuring took, this session
         if not costs.calibrated:
             self.measured = None
 
@@ -172,14 +173,28 @@ class KeptCurve:
                 tell(state)
 
         timed(last)
+        started = time.perf_counter()
         try:
             whole = self.costs.measure(target, cancel=cancel, on_size=timed, until=until)
         finally:
+            self.spent += time.perf_counter() - started
             timed(replace(last, seconds_left=0.0, ended=True))
         if whole:  # measured afresh: the new curve, at its own level (live rounds refine it from there)
             self.was_measured(dict(self.costs.measured) if afresh else None)
         else:
             self.keep()  # the sizes timed so far, for the next pause or the next session
+
+    def report(self) -> dict:
+        """Where the curve came from ("saved" by an earlier session, "measured"
+        by this one, "none" yet), the seconds measuring took, and how many of
+        the sizes auto may pick are measured."""
+        sizes = len(self.costs.sizes)
+        return {
+            "from": self.source,
+            "calibration_s": round(self.spent, 3),
+            "sizes_measured": sizes - len(self.costs.missing()),
+            "sizes": sizes,
+        }
 
     def was_measured(self, points: dict[int, float] | None = None) -> None:
         """The curve was measured now (`points`: a new one to take); keep it."""

@@ -220,11 +220,11 @@ async def test_the_chat_measures_the_curve_while_the_user_types(tmp_path):
         await wait_until(pilot, lambda: bar.status.note.startswith("measuring auto's cost curve"))
         assert "sizes" in bar.status.note and "a message stops it" in bar.status.note and not app.chat.generating
         await wait_until(pilot, lambda: bar.status.note == "")
-        measured = app.chat.session.calibration_seconds
+        measured = app.chat.session.curve.spent
         assert measured > 0 and app.chat.session.costs.covers
         await enter(pilot, "hello")
         await wait_until(pilot, lambda: not app.chat.generating)
-        assert app.chat.session.calibration_seconds == measured  # the first reply measured nothing
+        assert app.chat.session.curve.spent == measured  # the first reply measured nothing
         assert bar.status.note == ""
 
 
@@ -235,7 +235,7 @@ async def test_a_measurement_that_ends_clears_only_its_own_note(tmp_path):
     app = make_app(tmp_path, models=FakeModels())
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(pilot)
-        await wait_until(pilot, lambda: app.chat.session.calibration_seconds > 0)
+        await wait_until(pilot, lambda: app.chat.session.curve.spent > 0)
         bar = app.query_one("StatusBar")
         await wait_until(pilot, lambda: bar.status.note == "")
         app.chat_screen.set_status(note="loading the draft model")  # set while a measurement ran
@@ -253,11 +253,11 @@ def test_the_chat_measures_a_missing_curve_before_the_first_reply_asks():
     session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
     assert session.curve_due() == "missing"
     assert session.measure_ahead() == "missing"
-    measured = session.calibration_seconds
+    measured = session.curve.spent
     assert measured > 0 and saved_curve("a fake with a key") == session.costs.seconds
     assert session.curve_due() is None and session.measure_ahead() is None  # measured once
     session.reply("hello")
-    assert session.calibration_seconds == measured  # the reply measured nothing
+    assert session.curve.spent == measured  # the reply measured nothing
 
 
 def test_off_needs_no_curve_until_auto_is_picked():
@@ -337,7 +337,7 @@ def test_a_reply_stops_a_refresh_and_the_old_curve_prices_the_sizes_not_measured
     turn = session.reply("hello")  # waits one decode at most, not the whole curve
     refresh.join(5)
     assert result == ["old"] and turn.tokens
-    assert session.calibration_seconds < 0.02 * 11  # the refresh stopped before timing every size
+    assert session.curve.spent < 0.02 * 11  # the refresh stopped before timing every size
     assert session.costs.seconds[65] == pytest.approx(old[65], rel=0.5)  # not measured again yet: the old price
     assert session.curve_due() == "missing"  # the next pause between replies measures the rest
 
@@ -350,7 +350,7 @@ def test_a_reply_stops_a_missing_curve_and_the_next_pause_goes_on_from_there():
     ahead.join(5)
     assert result == ["missing"] and turn.tokens and not session.costs.covers
     timed = [n for n in CALIBRATION_SIZES if n not in session.costs.missing()]
-    assert timed and session.calibration_seconds < 0.02 * 11
+    assert timed and session.curve.spent < 0.02 * 11
     batches = []
     model.batch_started.clear()
     original = model.eval
@@ -371,6 +371,26 @@ def test_a_measurement_keeps_to_its_budget_and_says_how_far_it_got():
     assert heard[0].done == 0 and heard[-1].ended and 0 < heard[-1].done < heard[-1].total
     assert [s.done for s in heard[1:-1]] == list(range(1, heard[-1].done + 1))
     assert all(s.seconds_left > 0 for s in heard[1:-1])  # an estimate for the sizes left
+
+
+def test_the_context_shown_while_a_curve_is_measured_is_the_conversation_s():
+    """A measurement decodes junk after the conversation and rolls it back:
+    the count the status bar shows stays the conversation's meanwhile."""
+    model = SlowDecodes()
+    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    session.reply("hello")
+    used = session.context_used
+    seen = []  # after each decode: (the count shown, the tokens in the cache)
+    original = model.eval
+    model.eval = lambda tokens, n_logits=1: (
+        original(tokens, n_logits),
+        seen.append((session.context_used, len(model.tokens))),
+    )[0]
+    session.costs.seconds.clear()  # due again: missing
+    assert session.measure_ahead(budget_s=0.1) == "missing"
+    assert used > 0 and any(cached > used for _, cached in seen)  # junk was in the cache
+    assert {shown for shown, _ in seen} == {used}
+    assert session.context_used == used == len(model.tokens)
 
 
 def test_closing_stops_a_measurement_between_replies():
