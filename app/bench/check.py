@@ -34,7 +34,6 @@ from rich.console import Console
 from specchat.bench import scorecard
 from specchat.bench.measure import measure_cost_curve, step_noise
 from specchat.bench.plan import Plan
-from specchat.bench.report import curve_line
 from specchat.bench.runner import Bench, open_bench_session
 from specchat.bench.scorecard import LOSS, WIN, CostCurve
 from specchat.bench.suites import Suite, load_prompts, load_suite
@@ -179,41 +178,57 @@ def _run(r: dict) -> dict:
 
 
 def lines(result: dict) -> list[str]:
-    """The check as text."""
+    """The check as text: the verdict table first, then what it rests on (the
+    break-even α by k, the costs in plain steps). The raw timings are in --json."""
     m = result["machine"]
     out = [
-        f"specchat models check · {result['pair']} · {m['cpu_model']}, {m['threads']} threads · "
+        f"specchat models check · {result['pair']} · {m['cpu_model']}, {m['threads']} thread{'s' * (m['threads'] != 1)} · "
         f"{len(result['prompts'])} prompts of {result['max_tokens']} tokens",
-        f"target step {result['target_step_s'] * 1e3:.1f} ms; " + curve_line(CostCurve.from_dict(result["cost_curve"])),
+        "",
+        *verdict_table(result["drafters"]),
+        "",
     ]
     for role, a in result.get("architecture", {}).items():
         if a is not None:
             out.append(f"{role} {a['name']} ({', '.join(a['kinds'])}): {a['speculation']}")
-    if result["draft_step_s"] is not None:
-        out.append(
-            f"draft model step {result['draft_step_s'] * 1e3:.1f} ms = {result['draft_step_ratio']:.2f} target steps"
-        )
+    curve = CostCurve.from_dict(result["cost_curve"])
+    most = curve.positions[-1]
+    out.append(
+        f"a plain step takes {result['target_step_s'] * 1e3:.1f} ms; a verify of {most} positions "
+        f"costs {curve.at(most) / curve.step:.2f} plain steps"
+        + (f", a draft model step {result['draft_step_ratio']:.2f}" if result["draft_step_s"] is not None else "")
+    )
     kinds = ["draft", "ngram"] if result["draft_step_s"] is not None else ["ngram"]
     out.append(
-        "break-even α (tokens per verify round) by k: " + "   ".join(f"k={t['k']}" for t in result["break_even"])
+        "break-even α (tokens per verify) by k: " + "  ".join(f"{'k=' + str(t['k']):>5}" for t in result["break_even"])
     )
     for kind in kinds:
-        out.append(f"  {kind:<6} " + "  ".join(f"{t[kind]:5.2f}" for t in result["break_even"]))
-    for name, d in result["drafters"].items():
-        best = "" if name == "auto" else f"; best k {d['best_k'] or 'none (no k pays at the measured acceptance)'}"
-        if d["speedup_median"] is None:  # "not measured", or why the check stopped first
-            out.append(f"{name}: {d['verdict']}")
-            continue
-        lo, hi = d["speedup_range"]
-        out.append(
-            f"{name} k={d['k']}: α {d['alpha']:.2f}, speedup {d['speedup_median']:.2f}× "
-            f"(prompts {lo:.2f}–{hi:.2f}×){best}: {d['verdict']}"
-        )
+        out.append(f"  {kind:<37}" + "  ".join(f"{t[kind]:5.2f}" for t in result["break_even"]))
     if result["untrusted"]:
         out.append(f"no verdict: {TOO_BUSY} ({result['untrusted']}); none kept. Run it again on a quieter machine")
     if result["interrupted"]:
         out.append("interrupted: the probe's figures are partial")
+    out.append("every timing: specchat models check --json")
     return out
+
+
+VERDICT_HEADER = ("drafter", "k", "α", "speedup", "by prompt", "best k", "verdict")
+
+
+def verdict_table(drafters: dict[str, dict]) -> list[str]:
+    """One row per drafter: its k, α and speedup over off on the probe (median,
+    and the range over prompts), the k that pays best, and the verdict."""
+    rows = [VERDICT_HEADER]
+    for name, d in drafters.items():
+        best = "" if name == "auto" else str(d["best_k"] or "none")
+        if d["speedup_median"] is None:  # "not measured", or why the check stopped first
+            rows.append((name, "", "", "", "", "", d["verdict"]))
+            continue
+        lo, hi = d["speedup_range"]
+        figures = (str(d["k"]), f"{d['alpha']:.2f}", f"{d['speedup_median']:.2f}×", f"{lo:.2f}–{hi:.2f}×", best)
+        rows.append((name, *figures, d["verdict"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(VERDICT_HEADER) - 1)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
 
 
 def check_pair(

@@ -30,6 +30,7 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from rich.text import Text
 
@@ -226,6 +227,9 @@ class Bench:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
+            TextColumn("·"),
+            TimeRemainingColumn(),  # from the runs so far
+            TextColumn("left"),
             console=self.console,
             transient=True,
             disable=self.console is None,

@@ -39,14 +39,15 @@ def test_a_jittering_timer_gives_no_verdict_and_keeps_none(tiny_store, monkeypat
     assert result.exit_code == 0, result.output
     said = result.stdout.splitlines()
     # The check stops as soon as its cost curve is too noisy: no probe runs, no verdict.
-    drafters = [line for line in said if line.startswith(("draft:", "ngram:", "auto:"))]
-    assert [line.split(":")[0] for line in drafters] == ["draft", "ngram", "auto"]
-    assert all(line.split(": ", 1)[1].startswith("the machine is too busy to tell (repeated decodes differ by ±")
-               for line in drafters)  # fmt: skip
+    drafters = [line.split(maxsplit=1) for line in said if line.startswith(("draft ", "ngram ", "auto "))]
+    assert [name for name, _ in drafters] == ["draft", "ngram", "auto"]
+    assert all(said.startswith("the machine is too busy to tell (repeated decodes differ by ±")
+               for _, said in drafters)  # fmt: skip
     as_json = json.loads(cli("models", "check", "smollm2-135m", "--max-tokens", "4", "--threads", "1", "--json").stdout)
     assert as_json["runs"] == [] and as_json["untrusted"].startswith("repeated decodes differ by ±")
-    assert said[-1].startswith("no verdict: the machine is too busy to tell (repeated decodes differ by ±")
-    assert said[-1].endswith("); none kept. Run it again on a quieter machine")
+    assert said[-2].startswith("no verdict: the machine is too busy to tell (repeated decodes differ by ±")
+    assert said[-2].endswith("); none kept. Run it again on a quieter machine")
+    assert said[-1] == "every timing: specchat models check --json"
     assert not (tiny_store / "data" / "verdicts.json").exists()
     assert "checked" not in cli("models").stdout  # nothing shown beside the pair
 
@@ -116,6 +117,41 @@ def test_check_on_the_tiny_pair_measures_break_even_and_a_verdict_per_drafter(ti
     listing = cli("models").stdout
     line = f"checked {out['checked_at'][:10]}: draft {out['drafters']['draft']['verdict']} · "
     assert line in listing
+
+
+def test_the_check_reads_as_a_verdict_table_and_keeps_its_timings_for_json():
+    from specchat.bench.check import lines
+
+    def drafter(k, alpha, median, lo, hi, best, said):
+        return {"k": k, "alpha": alpha, "speedup_median": median, "speedup_range": [lo, hi], "best_k": best,
+                "verdict": said}  # fmt: skip
+
+    result = {
+        "pair": "a-pair", "max_tokens": 64, "prompts": [{}, {}, {}],
+        "machine": {"cpu_model": "a CPU", "threads": 2},
+        "target_step_s": 0.02, "draft_step_s": 0.004, "draft_step_ratio": 0.2,
+        "cost_curve": {"context_tokens": 512, "positions": [1, 9, 17], "seconds": [0.02, 0.05, 0.08], "steps": 5},
+        "break_even": [{"k": 1, "draft": 1.25, "ngram": 1.04}, {"k": 8, "draft": 2.9, "ngram": 2.5}],
+        "drafters": {
+            "draft": drafter(4, 1.8, 1.12, 0.97, 1.31, 3, "pays here (1.3× on code-edit; median 1.12×)"),
+            "ngram": drafter(16, 1.1, 0.81, 0.7, 0.9, None, "loses here (0.81×): auto will not use it"),
+            "auto": {"speedup_median": None, "verdict": "not measured"},
+        },
+        "untrusted": None, "interrupted": False,
+    }  # fmt: skip
+    said = lines(result)
+    assert said[0] == "specchat models check · a-pair · a CPU, 2 threads · 3 prompts of 64 tokens"
+    assert said[2:6] == [
+        "drafter  k   α     speedup  by prompt   best k  verdict",
+        "draft    4   1.80  1.12×    0.97–1.31×  3       pays here (1.3× on code-edit; median 1.12×)",
+        "ngram    16  1.10  0.81×    0.70–0.90×  none    loses here (0.81×): auto will not use it",
+        "auto                                            not measured",
+    ]
+    assert "a plain step takes 20.0 ms; a verify of 17 positions costs 4.00 plain steps, a draft model step 0.20" in said
+    table = said[said.index("break-even α (tokens per verify) by k:   k=1    k=8"):]
+    assert [row.split() for row in table[1:3]] == [["draft", "1.25", "2.90"], ["ngram", "1.04", "2.50"]]
+    assert table[1].index("1.25") + 4 == table[0].index("k=1") + 3  # each figure under its k
+    assert said[-1] == "every timing: specchat models check --json" and not any(" ms · " in line for line in said)
 
 
 def test_bad_prompts_fail_before_any_model_loads(specchat_home, tmp_path):
