@@ -269,9 +269,9 @@ class ChatSession(Dialogue[Turn]):
         finally:
             engine.drafter, engine.k, engine.baseline_every, engine.sampling = saved
 
-    def prompt_for(self, user_text: str) -> list[int]:
-        """The prompt a fresh chat would send for this message (for measuring)."""
-        return self._tokens_of([{"role": "user", "content": user_text}])
+    def prompt_for(self, user_text: str, history: Iterable[dict] = ()) -> list[int]:
+        """The prompt a chat holding `history` would send for this message (for measuring)."""
+        return self._tokens_of([*history, {"role": "user", "content": user_text}])
 
     # --- the memory: this user's earlier replies ----------------------------------------
 

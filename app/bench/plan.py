@@ -38,8 +38,8 @@ class Plan:
 
     @property
     def total_runs(self) -> int:
-        prompts = sum(len(s.prompts) for s in self.suites)
-        return prompts * self.repeats * (len(self.configs) + 1)
+        turns = sum(len(p.turns) for s in self.suites for p in s.prompts)
+        return turns * self.repeats * (len(self.configs) + 1)
 
     def to_dict(self) -> dict:
         return {

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.markup import escape
@@ -61,6 +62,20 @@ WIDE = 160  # output width when stdout is not a terminal
 # --- the bench ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Asked:
+    """One turn as a run asks it: the message, the conversation before it
+    (user and assistant messages), and which turn of its conversation it is
+    (None: a prompt of one turn)."""
+
+    text: str
+    history: tuple[dict, ...] = ()
+    turn: int | None = None
+
+    def __hash__(self) -> int:  # the history's messages are dicts: hash their text
+        return hash((self.text, tuple((m["role"], m["content"]) for m in self.history), self.turn))
+
+
 class Bench:
     """Runs a plan on an open session and keeps every run."""
 
@@ -81,7 +96,7 @@ class Bench:
         self.wall_s = 0.0
         self.load_average: dict[str, list[float]] = {"start": list(os.getloadavg())}
         self._cycles = 0
-        self._prompt_cache: dict[str, list[int]] = {}
+        self._prompt_cache: dict[Asked, list[int]] = {}
 
     # --- the whole run -----------------------------------------------------------------
 
@@ -118,11 +133,23 @@ class Bench:
     def _cycle(self, suite: Suite, prompt: Prompt, repeat: int, progress, task) -> None:
         """One off run (A), then every configuration (B) on the same prompt:
         each configuration alternates with off prompt by prompt, and off is
-        decoded once per prompt rather than once per configuration."""
+        decoded once per prompt rather than once per configuration. A
+        conversation's later turns are cycles of their own, each asked after
+        off's reply to the turn before (greedy B runs replied the same), so
+        every run of a turn reads the same conversation."""
+        history: list[dict] = []
+        for turn, text in enumerate(prompt.turns, 1):
+            asked = Asked(text, tuple(history), turn if prompt.followups else None)
+            off = self._turn_cycle(suite, prompt, repeat, asked, progress, task)
+            history += [{"role": "user", "content": text}, {"role": "assistant", "content": off.text}]
+
+    def _turn_cycle(self, suite: Suite, prompt: Prompt, repeat: int, asked: Asked, progress, task) -> Run:
+        """One turn's cycle: off, then each configuration; off's run."""
         self._cycles += 1
         slots = [("A", OFF, 0)] + [("B", drafter, k) for drafter, k in self.plan.configs]
+        where = f"{suite.name} · {prompt.id}" + (f" · turn {asked.turn}" if asked.turn else "")
         for slot, name, k in slots:
-            label = f"{suite.name} · {prompt.id} · {slot} {name}{f' k={k}' if k else ''}"
+            label = f"{where} · {slot} {name}{f' k={k}' if k else ''}"
             shown = escape(safe_text(label))  # a suite's name is text, not markup
             progress.update(task, description=shown)
             self._check_stop()
@@ -130,7 +157,7 @@ class Bench:
             def moved(tokens: int, shown: str = shown) -> None:  # the bar moves each round, not only each run
                 progress.update(task, description=f"{shown} · {tokens} tokens")
 
-            run = self._decode(suite, prompt, repeat, slot, name, k, moved)
+            run = self._decode(suite, prompt, repeat, slot, name, k, asked, moved)
             self._check_stop()  # a run that a stop cut short is not kept
             self.runs.append(run)
             progress.advance(task)
@@ -138,6 +165,7 @@ class Bench:
                 off = run
             else:
                 self._compare(off, run)
+        return off
 
     def _check_stop(self) -> None:
         why = self.stop() if self.stop is not None else None
@@ -153,8 +181,10 @@ class Bench:
 
     # --- one run -----------------------------------------------------------------------
 
-    def _decode(self, suite: Suite, prompt: Prompt, repeat: int, slot: str, drafter: str, k: int, moved=None) -> Run:
-        tokens = self._prompt_tokens(prompt)
+    def _decode(
+        self, suite: Suite, prompt: Prompt, repeat: int, slot: str, drafter: str, k: int, asked: Asked, moved=None
+    ) -> Run:
+        tokens = self._prompt_tokens(asked)
         k_engine = k or self.plan.max_k  # the A run's k only sizes the reply budget, as B's does
         budget = min(self.plan.max_tokens, self.session.n_ctx - len(tokens) - k_engine - 1)
         run = Run(
@@ -167,6 +197,7 @@ class Bench:
             drafter=drafter,
             k=k if slot == "B" else 0,
             stats=TurnStats(),
+            turn=asked.turn,
         )
         # A prompt with a schema is decoded under it in every run, off and the reference included.
         self.session.set_constraint(prompt.constraint)
@@ -177,7 +208,7 @@ class Bench:
             run.finish = "length" if len(out) >= budget else "eos"
             run.stats = bare_stats(len(out), t, steps, len(tokens) - 1)
         else:
-            turn = self._engine_turn(prompt, drafter, k_engine, moved)
+            turn = self._engine_turn(asked, drafter, k_engine, moved)
             run.tokens, run.text, run.finish, run.stats = turn.tokens, turn.text, turn.finish, turn.stats
             run.offered, run.hits = position_counts(turn.rounds)
         if prompt.constraint is not None:
@@ -188,11 +219,11 @@ class Bench:
         run.peak_rss_mb = peak_rss_mb()
         return run
 
-    def _engine_turn(self, prompt: Prompt, drafter: str, k: int, moved=None):
+    def _engine_turn(self, asked: Asked, drafter: str, k: int, moved=None):
         """One engine turn; `moved(tokens)` hears of each round, and a stop
         (self.stop) asked for meanwhile cuts the turn short."""
         s = self.session
-        s.clear()  # the target keeps the prompt's KV from the cycle's previous run
+        s.replace_messages(list(asked.history))  # the target keeps the prompt's KV from the cycle's previous run
         cancel = threading.Event()
         tokens = 0
 
@@ -208,17 +239,17 @@ class Bench:
         # auto's cost curve is measured whole before its first run (nothing is measured inside a reply).
         with s.using(drafter, k):
             s.measure_ahead()
-            return s.reply(prompt.text, on_round, cancel)
+            return s.reply(asked.text, on_round, cancel)
 
-    def _prompt_tokens(self, prompt: Prompt) -> list[int]:
-        """The prompt exactly as ChatSession will build it for a fresh chat."""
-        if prompt.text not in self._prompt_cache:
-            self._prompt_cache[prompt.text] = self.session.prompt_for(prompt.text)
-        return self._prompt_cache[prompt.text]
+    def _prompt_tokens(self, asked: Asked) -> list[int]:
+        """The prompt exactly as ChatSession will build it for the conversation so far."""
+        if asked not in self._prompt_cache:
+            self._prompt_cache[asked] = self.session.prompt_for(asked.text, asked.history)
+        return self._prompt_cache[asked]
 
     def real_text(self) -> list[int]:
         """Tokens of the suites' own text, for the cost curve and the n-gram timing."""
-        text = "\n\n".join(p.text for s in self.plan.suites for p in s.prompts)
+        text = "\n\n".join(t for s in self.plan.suites for p in s.prompts for t in p.turns)
         return self.session.target.tokenize(text, special=False)
 
     def _progress(self) -> Progress:
@@ -253,7 +284,12 @@ class Bench:
             "pair": pair or {"name": self.session.pair},
             "suites": {
                 s.name: [
-                    {"id": p.id, "text": p.text, **({"schema": p.constraint.source} if p.constraint else {})}
+                    {
+                        "id": p.id,
+                        "text": p.text,
+                        **({"followups": list(p.followups)} if p.followups else {}),
+                        **({"schema": p.constraint.source} if p.constraint else {}),
+                    }
                     for p in s.prompts
                 ]
                 for s in self.plan.suites

@@ -50,6 +50,12 @@ class Run:
     schema_error: str | None = None  # why it does not
     first_divergence: int | None = None
     peak_rss_mb: float = 0.0  # the process's peak so far
+    turn: int | None = None  # a conversation's turn (1, 2, …); None: a prompt of one turn
+
+    @property
+    def group(self) -> str:
+        """The row it counts in: its suite, and its turn where it has turns."""
+        return self.suite if self.turn is None else f"{self.suite} · turn {self.turn}"
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -143,8 +149,8 @@ def rows(runs: list[Run]) -> list[dict]:
     and B leaves its last A run out of that comparison).
     """
     out = []
-    for suite in unique(r.suite for r in runs):
-        in_suite = [r for r in runs if r.suite == suite]
+    for suite in unique(r.group for r in runs):
+        in_suite = [r for r in runs if r.group == suite]
         off = [r for r in in_suite if r.slot == "A"]
         if off:
             out.append(_row(suite, OFF, 0, off, off))
@@ -316,7 +322,7 @@ def overall(runs: list[Run]) -> list[dict]:
         off = [r for r in runs if r.slot == "A" and r.cycle in {x.cycle for x in b}]
         ratios = _pair_ratios(b, off)
         band = spread(ratios) if ratios else None
-        by_suite = {s: _median_pair_ratio([r for r in b if r.suite == s], off) for s in unique(r.suite for r in b)}
+        by_suite = {s: _median_pair_ratio([r for r in b if r.group == s], off) for s in unique(r.group for r in b)}
         best = max(by_suite, key=lambda s: by_suite[s] or 0.0) if by_suite else None
         out.append(
             {

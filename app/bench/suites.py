@@ -3,6 +3,8 @@
 Packaged suites live in suites/*.toml; a suite file of the same shape can be
 passed by path. A prompt may name a JSON schema file (`schema = "…"`,
 relative to its suite file): its replies are decoded under that schema.
+A prompt may be a conversation: `turns = ["…", "…"]` in place of `text`,
+each later turn asked after the reply to the one before, in the same chat.
 `--prompts PATH` (`load_prompts`) is the user's own suite: a folder of .txt
 files, one prompt each, or one TOML file of the suites' shape.
 """
@@ -25,8 +27,13 @@ SUITES = ("code-edit", "summarize", "code-gen", "chat", "math", "json")
 @dataclass(frozen=True)
 class Prompt:
     id: str
-    text: str
+    text: str  # the first (or only) message
     constraint: GrammarSpec | None = None  # the schema its replies must match
+    followups: tuple[str, ...] = ()  # the messages asked after it, each after the reply to the one before
+
+    @property
+    def turns(self) -> tuple[str, ...]:
+        return (self.text, *self.followups)
 
 
 @dataclass(frozen=True)
@@ -61,21 +68,32 @@ def _parse(text: str, folder: Traversable, name: str) -> Suite:
     """A suite from its TOML text; `folder` holds the schema files it names."""
     try:
         data = tomllib.loads(text)
-        prompts = tuple(
-            Prompt(str(p["id"]), _text(p["text"]), _schema(folder, p.get("schema"))) for p in data.get("prompt", [])
-        )
+        prompts = tuple(_prompt(p, folder) for p in data.get("prompt", []))
     except tomllib.TOMLDecodeError as err:
         raise SpecchatError(f"{name} is not valid TOML: {err}", hint=SUITE_SHAPE, code=2) from None
     except RecursionError:
         raise SpecchatError(f"{name} is not valid TOML: nested too deep", hint=SUITE_SHAPE, code=2) from None
     except (KeyError, TypeError, AttributeError):
-        raise SpecchatError(f"{name}: every [[prompt]] needs an id and a text", hint=SUITE_SHAPE, code=2) from None
+        raise SpecchatError(
+            f"{name}: every [[prompt]] needs an id and a text (or turns)", hint=SUITE_SHAPE, code=2
+        ) from None
     if not prompts:
         raise SpecchatError(f"suite {name!r} has no prompts", hint="add [[prompt]] tables with id and text")
     return Suite(str(data.get("name", Path(name).stem)), prompts, str(data.get("description", "")))
 
 
-SUITE_SHAPE = 'a suite file holds [[prompt]] tables: id = "…" and text = "…"'
+SUITE_SHAPE = 'a suite file holds [[prompt]] tables: id = "…" and text = "…" (or turns = ["…", "…"])'
+
+
+def _prompt(table: dict, folder: Traversable) -> Prompt:
+    """One [[prompt]]: a text, or a conversation's turns (a list of texts)."""
+    if "turns" in table:
+        turns = table["turns"]
+        if "text" in table or not isinstance(turns, list) or not turns:
+            raise TypeError("a prompt has a text or a list of turns")
+        first, *rest = (_text(t) for t in turns)
+        return Prompt(str(table["id"]), first, _schema(folder, table.get("schema")), tuple(rest))
+    return Prompt(str(table["id"]), _text(table["text"]), _schema(folder, table.get("schema")))
 
 
 def _text(value: object) -> str:

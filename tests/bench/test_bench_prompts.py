@@ -53,8 +53,8 @@ def test_a_suite_toml_is_a_suite(tmp_path):
         (lambda d: _write(d / "p.json", "{}"), "--prompts: {p} is not a folder or a .toml file", "pass a folder of .txt files (one prompt each) or a suite .toml"),
         (lambda d: _folder(d / "empty"), "--prompts: no .txt files in {p}", "put one prompt in each NAME.txt file"),
         (lambda d: _folder(d / "blank", {"a.txt": " \n"}), "--prompts: {p}/a.txt is empty", "write one prompt in each .txt file"),
-        (lambda d: _write(d / "bad.toml", "[[prompt]\nid = 1"), "{p} is not valid TOML: ", 'a suite file holds [[prompt]] tables: id = "…" and text = "…"'),
-        (lambda d: _write(d / "notext.toml", '[[prompt]]\nid = "a"\n'), "{p}: every [[prompt]] needs an id and a text", 'a suite file holds [[prompt]] tables: id = "…" and text = "…"'),
+        (lambda d: _write(d / "bad.toml", "[[prompt]\nid = 1"), "{p} is not valid TOML: ", 'a suite file holds [[prompt]] tables: id = "…" and text = "…" (or turns = ["…", "…"])'),
+        (lambda d: _write(d / "notext.toml", '[[prompt]]\nid = "a"\n'), "{p}: every [[prompt]] needs an id and a text (or turns)", 'a suite file holds [[prompt]] tables: id = "…" and text = "…" (or turns = ["…", "…"])'),
         (lambda d: _write(d / "none.toml", 'name = "x"\n'), "suite '{p}' has no prompts", "add [[prompt]] tables with id and text"),
     ],
 )  # fmt: skip
