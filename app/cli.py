@@ -320,7 +320,13 @@ def bench(
     prompts: str | None = typer.Option(
         None, "--prompts", help="Your own prompts as the suite: a folder of .txt files or a suite .toml."
     ),
-    suites: str = typer.Option("code-edit,summarize,code-gen,chat,math", "--suites", help="Comma-separated suites."),
+    suites: str = typer.Option(
+        "code-edit,summarize,code-gen,chat,math",
+        "--suites",
+        help="Comma-separated suites (public: mt-bench, humaneval).",
+    ),
+    sample: int | None = typer.Option(None, "--sample", help="A public suite's first N questions per category."),
+    categories: str | None = typer.Option(None, "--categories", help="A public suite's categories, comma-separated."),
     drafters: str = typer.Option(
         "off,ngram,draft,hybrid,auto", "--drafters", help="Comma-separated drafters; NAME:K runs one at k=K only."
     ),
@@ -364,6 +370,8 @@ def bench(
         draft=draft,
         prompts=prompts,
         suites=suites,
+        sample=sample,
+        categories=categories,
         drafters=drafters,
         ks=ks,
         max_tokens=max_tokens,

@@ -66,10 +66,15 @@ def make_plan(
     repeats: int = 1,
     temp: float = 0.0,
     prompts: str | None = None,
+    sample: int | None = None,
+    categories: str | None = None,
 ) -> Plan:
     """Check the command's options and turn them into a plan; `prompts` (a
-    folder of .txt files or a suite file) is the only suite where given."""
+    folder of .txt files or a suite file) is the only suite where given. A
+    public suite (public.DATASETS) is fetched here, before any model loads:
+    `sample` questions per category, of `categories` (comma-separated)."""
     from specchat import checks
+    from specchat.bench import public
 
     names = items(drafters)
     try:
@@ -83,9 +88,17 @@ def make_plan(
         raise SpecchatError(f"--k takes whole numbers, got {ks!r}", hint="for example --k 1,2,4,8", code=2) from None
     for k in k_values:
         checks.k(k)
-    if max_tokens < 1 or repeats < 1 or temp < 0:
-        raise SpecchatError("--max-tokens and --repeats must be ≥ 1 and --temp ≥ 0", code=2)
-    suite_list = [load_prompts(prompts)] if prompts else [load_suite(s) for s in items(suites)]
+    if max_tokens < 1 or repeats < 1 or temp < 0 or (sample is not None and sample < 1):
+        raise SpecchatError("--max-tokens, --repeats and --sample must be ≥ 1 and --temp ≥ 0", code=2)
+    named = [] if prompts else items(suites)
+    if (sample is not None or categories) and not any(s in public.DATASETS for s in named):
+        raise SpecchatError(
+            "--sample and --categories pick from a public suite", hint="add --suites mt-bench or humaneval", code=2
+        )
+    picked = items(categories) if categories else None
+    suite_list = [load_prompts(prompts)] if prompts else []
+    for s in named:
+        suite_list += public.suites(s, sample, picked) if s in public.DATASETS else [load_suite(s)]
     if not suite_list:
         raise SpecchatError("no suites given", hint=f"choose from: {', '.join(SUITES)}", code=2)
     return Plan(suite_list, [n for n in names if n != OFF], k_values, max_tokens, repeats, temp)

@@ -148,6 +148,8 @@ def show(report: dict, console: Console) -> None:
         console.print(line)
     for line in schema_lines(report.get("runs", [])):
         console.print(line)
+    for about in dict.fromkeys(report.get("data", {}).values()):  # a public set's categories share one line
+        console.print(Text(safe_text(f"data: {about}"), style="dim"))
     peak = max((r["peak_rss_mb"] for r in report["rows"]), default=0.0)
     console.print(f"peak RSS {peak:.0f} MB")
     la = m["load_average"]

@@ -47,6 +47,7 @@ from specchat.bench.measure import (
     time_ngram_proposals,
 )
 from specchat.bench.plan import Plan, items, make_plan
+from specchat.bench.public import DATASETS
 from specchat.bench.report import show, write_json
 from specchat.bench.scorecard import OFF, REFERENCE, CostCurve, Run
 from specchat.bench.suites import Prompt, Suite
@@ -294,6 +295,7 @@ class Bench:
                 ]
                 for s in self.plan.suites
             },
+            "data": {s.name: s.description for s in self.plan.suites if s.name.split("/")[0] in DATASETS},
             "cost_curve": self.curve.to_dict() if self.curve else None,
             "ngram_proposal": self.ngram,
             "rows": scorecard.rows(self.runs),
@@ -354,6 +356,8 @@ def run_command(
     repeats: int,
     temp: float,
     json_file: str | None,
+    sample: int | None = None,
+    categories: str | None = None,
     threads: int | None = None,
     n_gpu_layers: int = -1,
     draft_n_gpu_layers: int = -1,
@@ -362,7 +366,7 @@ def run_command(
     the exit code (130 when stopped with Ctrl-C)."""
     if json_file:
         checks.output_file(json_file, "--json", inputs=(prompts, *[s for s in items(suites) if s.endswith(".toml")]))
-    plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp, prompts)
+    plan = make_plan(suites, drafters, ks, max_tokens, repeats, temp, prompts, sample, categories)
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=WIDE)  # a file or pipe gets the whole table

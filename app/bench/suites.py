@@ -59,7 +59,9 @@ def load_suite(name: str) -> Suite:
         text = folder.joinpath(f"{name}.toml").read_text("utf-8")
     else:
         raise SpecchatError(
-            f"unknown suite {name!r}", hint=f"choose from: {', '.join(SUITES)} (or a .toml file)", code=2
+            f"unknown suite {name!r}",
+            hint=f"choose from: {', '.join(SUITES)}, mt-bench, humaneval (or a .toml file)",
+            code=2,
         )
     return _parse(text, folder, name)
 
