@@ -93,11 +93,11 @@ def held_out() -> dict[str, tuple[str, ...]]:
     }
 
 
-def public(name: str, sample: int, categories: list[str] | None) -> dict[str, tuple[str, ...]]:
-    """A public set's conversations, each its turns, named "suite id"."""
+def public(name: str, sample: int, categories: list[str] | None) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """A public set's conversations, named "suite id": each its category (the suite) and its turns."""
     from specchat.bench.public import suites
 
-    return {f"{s.name} {p.id}": p.turns for s in suites(name, sample, categories) for p in s.prompts}
+    return {f"{s.name} {p.id}": (s.name, p.turns) for s in suites(name, sample, categories) for p in s.prompts}
 
 
 @dataclass(frozen=True)
@@ -109,15 +109,15 @@ class Ask:
     text: str
 
 
-def asks(conversations: dict[str, tuple[str, ...]], target: Path, draft: Path, args) -> dict[str, Ask]:
-    """Every turn of every conversation as a row; a later turn's history holds
-    off's replies, decoded here once, untimed."""
+def asks(conversations: dict[str, tuple[str, tuple[str, ...]]], target: Path, draft: Path, args) -> dict[str, Ask]:
+    """Every turn of every conversation (its group, its turns) as a row; a
+    later turn's history holds off's replies, decoded here once, untimed."""
     rows: dict[str, Ask] = {}
-    for name, turns in conversations.items():
+    for name, (group, turns) in conversations.items():
         history: list[dict] = []
         for n, text in enumerate(turns, 1):
             suffix = f" · turn {n}" if len(turns) > 1 else ""
-            rows[name + suffix] = Ask(name.rsplit(" ", 1)[0] + suffix, tuple(history), text)
+            rows[name + suffix] = Ask(group + suffix, tuple(history), text)
             if n < len(turns):
                 reply = specchat_turn("off", target, draft, Ask("", tuple(history), text), args)["text"]
                 history += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
@@ -264,12 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [d for d in natives if d not in NATIVE]
     if unknown:
         ap.error(f"unknown llama.cpp drafter {unknown[0]!r}: choose from {', '.join(NATIVE)}")
-    conversations: dict[str, tuple[str, ...]] = {p.stem: (p.read_text(),) for p in args.prompt or []}
+    conversations = {p.stem: (p.stem, (p.read_text(),)) for p in args.prompt or []}
     if args.suite:
         categories = [c.strip() for c in args.categories.split(",")] if args.categories else None
         conversations.update(public(args.suite, args.sample, categories))
     elif not conversations:
-        conversations = held_out()
+        conversations = {name: (name, turns) for name, turns in held_out().items()}
     configs = ["off", "auto", *natives]
     if natives:
         EXAMPLES.binary("llama-lookup")  # both programs are built now, before anything is timed
