@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import sys
 import tempfile
@@ -90,8 +91,11 @@ def _fetch(ds: Dataset) -> bytes:
                 if zf.getinfo(ds.member).file_size > MAX_BYTES:
                     raise _bad(ds, f"its {ds.member} is over {MAX_BYTES:,} bytes")
                 data = zf.read(ds.member)
-            if ds.member.endswith(".gz"):
-                data = gzip.decompress(data)
+            if ds.member.endswith(".gz"):  # read no further than a release could be: a planted one may be a bomb
+                with gzip.GzipFile(fileobj=io.BytesIO(data)) as packed:
+                    data = packed.read(MAX_BYTES + 1)
+                if len(data) > MAX_BYTES:
+                    raise _bad(ds, f"its {ds.member} unpacks to over {MAX_BYTES:,} bytes")
         except KeyError:
             raise _bad(ds, f"it holds no {ds.member}") from None
         except (zipfile.BadZipFile, OSError, EOFError) as err:

