@@ -40,7 +40,7 @@ from specchat import kvcache
 
 # On a CPU: every size up to 8, then the usual draft lengths up to the
 # longest verify (k = 64: 65 positions). CPU kernels change at batch sizes
-# like 8 and 16, and the curve bends there (docs/bench-default-pair.txt, the
+# like 8 and 16, and the curve bends there (docs/measurements/bench-default-pair.txt, the
 # 2-core CPU: 7 positions cost 4.96 steps, 8 cost 6.86, 16 only 9.13), which
 # interpolating between far-apart sizes would miss; between the sizes here
 # it is smooth. A GPU's curve has cliffs anywhere (8 → 9 on CUDA), so there

@@ -1,7 +1,7 @@
 """specchat's own cost at a GPU's speed, measured without a GPU.
 
 The real engine and drafters run over stand-in models that take exactly
-what the H200 took to decode (docs/h200-curves-2026-11-30.json: the 1.5B's
+what the H200 took to decode (docs/measurements/h200-curves-2026-11-30.json: the 1.5B's
 curve, its bare-loop step of 2.19 ms for one position, the 0.5B's step for
 a drafted token) by waiting on the clock, as a CUDA sync spins, and answer
 with real logits rows of Qwen2.5's 151,936 floats. Greedy reads only
@@ -16,7 +16,7 @@ does for t_llama), so what is left is specchat's own, against a GPU's
 step. A prediction from a stand-in, not a GPU measurement:
 tools/gpu_probe.py measures the same share on the device.
 
-    python -m tools.engine_overhead [--tokens 512] [--repeat 5] [--costs docs/h200-curves-2026-11-30.json] [--no-wait] [--host-argmax]
+    python -m tools.engine_overhead [--tokens 512] [--repeat 5] [--costs docs/measurements/h200-curves-2026-11-30.json] [--no-wait] [--host-argmax]
 
 The reply the stand-in target gives copies spans of its prompt between new
 tokens (as a code edit does), so copying drafters find work; the stand-in
@@ -150,7 +150,7 @@ def turn_at_costs(name: str, k: int, prompt, text, target_curve, draft_step: flo
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=512, help="reply length per drafter")
-    ap.add_argument("--costs", default=str(ROOT / "docs" / "h200-curves-2026-11-30.json"))
+    ap.add_argument("--costs", default=str(ROOT / "docs" / "measurements" / "h200-curves-2026-11-30.json"))
     ap.add_argument("--repeat", type=int, default=5, help="replies per drafter (medians are shown: the CPU is noisy)")
     ap.add_argument("--no-wait", action="store_true", help="stand-ins answer at once: specchat's time with nothing between")
     ap.add_argument("--host-argmax", action="store_true", help="scan every row read on the host (the CPU's way)")

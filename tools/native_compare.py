@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -290,9 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     summary = by_group(results, rows, configs)
     print("\n".join(lines + ([""] + summary if summary else [])))
     if args.json:
-        meta = {"pair": args.pair, "target": target.name, "draft": draft.name, "rounds": args.rounds,
-                "max_tokens": args.max_tokens, "threads": args.threads, "native_k": args.native_k,
-                "suite": args.suite, "sample": args.sample if args.suite else None,
+        from specchat.llamacpp.kernels import cpu_name
+
+        meta = {"command": shlex.join(["python", "-m", "tools.native_compare", *(sys.argv[1:] if argv is None else argv)]),
+                "cpu_model": cpu_name(), "pair": args.pair, "target": target.name, "draft": draft.name,
+                "rounds": args.rounds, "max_tokens": args.max_tokens, "threads": args.threads,
+                "native_k": args.native_k, "suite": args.suite, "sample": args.sample if args.suite else None,
                 "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))}
         args.json.write_text(json.dumps({"meta": meta, "results": results, "table": lines, "summary": summary},
                                         indent=1))

@@ -4,9 +4,9 @@ instead of a 47-minute bench, and no timing noise; a prediction, labelled
 as a replay, never a measurement.
 
     python tools/replay.py                        # the CPU bench report and its own curve
-    python tools/replay.py --costs docs/h200-curves-2026-11-30.json \\
+    python tools/replay.py --costs docs/measurements/h200-curves-2026-11-30.json \\
         --target target --draft draft             # the default pair's shapes on an H200
-    python tools/replay.py --costs docs/h200-curves-2026-11-30.json \\
+    python tools/replay.py --costs docs/measurements/h200-curves-2026-11-30.json \\
         --target big --draft draft                # a 7B target with the 0.5B draft
 
 Greedy replies do not depend on the drafter, so every draft can be judged
@@ -18,7 +18,7 @@ come from the curve file:
 
 - a bench report (`specchat bench --json`): its `cost_curve`; a draft-model
   step costs the bench's measured drafting time per drafted token;
-- a curves file (docs/h200-curves-2026-11-30.json; the `models` object of
+- a curves file (docs/measurements/h200-curves-2026-11-30.json; the `models` object of
   `tools/gpu_probe.py`'s probe.json has the same shape): each model's
   curve, with the bare decode loop's step as the 1-position cost (the step
   of an off-mode stream) and the draft model's bare-loop step as its cost
@@ -342,7 +342,7 @@ def table(replies: list[dict], costs: Costs, rates: dict[str, list[float]], k: i
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("report", nargs="?", default="docs/bench-default-pair.json", help="a bench report (JSON)")
+    ap.add_argument("report", nargs="?", default="docs/measurements/bench-default-pair.json", help="a bench report (JSON)")
     ap.add_argument("--pair", default="qwen2.5-coder-1.5b", help="the pair the bench ran (for its tokenizer)")
     ap.add_argument("--costs", help="a probe curves file (default: the report's own curve)")
     ap.add_argument("--target", default="target", help="the target's entry in the curves file")

@@ -27,7 +27,7 @@ def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
     t = Table(title=Text(safe_text(title)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for name in ("suite", "drafter", "k"):
         t.add_column(name, no_wrap=True)
-    for name in ("α", "acc", "tok/s", "off", "speedup", "same", "draft", "verify", "plain", "other"):
+    for name in ("len", "α", "acc", "tok/s", "off", "speedup", "same", "draft", "verify", "plain", "other"):
         t.add_column(name, justify="right", no_wrap=True)
     t.add_column("acc by position", no_wrap=True)
     last_suite = None
@@ -41,6 +41,7 @@ def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
             Text(safe_text(r["suite"])),  # a user's suite name is text, never markup or terminal control
             Text(safe_text(r["drafter"])),
             str(r["k"]) if drafted else "",
+            f"{r['tokens'] / r['runs']:.0f}" if r["runs"] else "",
             number(r["alpha"]) if drafted else "",
             _pct(r["acceptance_rate"]) if drafted else "",
             number(r["tok_s"], ".1f"),
@@ -133,7 +134,7 @@ def show(report: dict, console: Console) -> None:
     console.print(table(report["rows"], title=title))
     console.print(Text(safe_text(devices_line(m.get("devices") or {})), style="dim"))
     console.print(
-        "tok/s: decode only, prefill excluded · off: the off runs decoded in the same prompt cycles as that row · "
+        "len: tokens per reply · tok/s: decode only, prefill excluded · off: the off runs decoded in the same prompt cycles as that row · "
         "same: output identical to off · draft/verify/plain/other: shares of decode time · "
         "reference: a bare greedy loop on the driver, no engine",
         style="dim",

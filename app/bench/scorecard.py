@@ -172,6 +172,7 @@ def _row(suite: str, drafter: str, k: int, runs: list[Run], paired_off: list[Run
         "k": k,
         "runs": t.runs,
         "tokens": t.tokens,
+        "reply_tokens": t.tokens / t.runs if t.runs else 0.0,  # the mean reply's length
         "t_decode": t.t_decode,
         "tok_s": t.tok_s,
         "off_tok_s": off.tok_s,

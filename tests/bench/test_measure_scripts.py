@@ -94,8 +94,8 @@ def test_thread_vs_main_takes_turns_on_the_tiny_pair(tiny_pair):
 def test_replay_predicts_every_policy_on_the_h200_curve(default_pair):
     root = HERE.parent
     out = subprocess.run(
-        [sys.executable, str(root / "tools" / "replay.py"), str(root / "docs" / "bench-default-pair.json"),
-         "--costs", str(root / "docs" / "h200-curves-2026-11-30.json"), "--target", "target", "--draft", "draft"],
+        [sys.executable, str(root / "tools" / "replay.py"), str(root / "docs" / "measurements" / "bench-default-pair.json"),
+         "--costs", str(root / "docs" / "measurements" / "h200-curves-2026-11-30.json"), "--target", "target", "--draft", "draft"],
         capture_output=True, text=True, timeout=600, cwd=root,
         env={**os.environ, "SPECCHAT_MODELS": str(models_cache_dir())},
     )
@@ -138,3 +138,36 @@ def test_gpu_probe_runs_end_to_end_on_the_cpu(tiny_pair, tmp_path):
     assert any(line.startswith("| bare loop step, target (ms), argmax host |") for line in table)
     assert any(line.startswith("| off target, argmax where specchat puts it |") for line in table)
     assert report["runs"]["off target"]["devices"]["target"]["argmax"] == "host"
+
+
+def test_the_scorecard_tables_come_from_their_files_and_a_stale_one_fails_the_check(tmp_path):
+    """tools/scorecard fills each table block from its JSON under
+    measurements/; --check fails on a block edited by hand or a file that is
+    gone, with one line and nothing written."""
+    kept = tmp_path / "measurements"
+    kept.mkdir()
+    report = json.loads((HERE.parent / "docs" / "measurements" / "bench-json.json").read_text())
+    (kept / "run.json").write_text(json.dumps(report))
+    page = tmp_path / "scorecard.md"
+    page.write_text("# s\n\n<!-- table: run.json -->\nwritten by hand\n<!-- end table -->\n\nafter\n")
+
+    def scorecard(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tools.scorecard", *args, str(page)], capture_output=True,
+                              text=True, timeout=60, cwd=HERE.parent)
+
+    stale = scorecard("--check")
+    assert stale.returncode == 1 and "stale" in stale.stderr and "written by hand" in page.read_text()
+    assert scorecard().returncode == 0
+    text = page.read_text()
+    assert "written by hand" not in text and text.endswith("<!-- end table -->\n\nafter\n")
+    assert report["command"] in text  # the command that measured it
+    json_row = next(line for line in text.splitlines() if line.startswith("| json |"))
+    auto = next(r for r in report["rows"] if r["drafter"] == "auto")
+    assert f"| {auto['speedup']:.2f}× | {auto['alpha']:.2f} | {auto['acceptance_rate']:.0%} |" in json_row
+    off = next(r for r in report["rows"] if r["drafter"] == "off")
+    assert json_row.startswith(f"| json | {off['tok_s']:.1f} | {off['tokens'] / off['runs']:.0f} |")
+    assert scorecard("--check").returncode == 0
+
+    (kept / "run.json").unlink()
+    gone = scorecard("--check")
+    assert gone.returncode == 1 and "no measurement file run.json" in gone.stderr and len(gone.stderr.splitlines()) == 1
