@@ -30,7 +30,7 @@ from specchat.cliopts import (
     K,
     set_extra_bufts,
 )
-from specchat.drafters import DEFAULT_K, LONG_K, MODEL_K, READS_MEMORY, default_k
+from specchat.drafters import DEFAULT_K, MODEL_K, READS_MEMORY, default_k, k_defaults
 from specchat.errors import SpecchatError
 
 app = typer.Typer(
@@ -123,8 +123,7 @@ def run(
     k: int | None = typer.Option(
         None,
         "--k",
-        help=f"Most tokens a drafter may propose per round (default: {LONG_K} for auto/memory, {DEFAULT_K} for ngram/grammar, "
-        f"{MODEL_K} for draft/mtp/hybrid).",
+        help=f"Most tokens a drafter may propose per round (default: {k_defaults()}).",
     ),
     files: list[str] | None = typer.Option(
         None,

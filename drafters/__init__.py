@@ -1,18 +1,18 @@
 """Drafters: every source of draft tokens, behind one interface (see base.py).
 
-This module holds their names and the limits on k, and imports nothing heavy:
-the command line reads them for its --help. `registry.Drafters` builds the
-drafters by name and keeps one of each, so switching back and forth
-mid-conversation keeps the n-gram index and the draft model's cache.
+This module holds the table of them (`SPECS`: one `DrafterSpec` per
+drafter) and the limits on k, and imports nothing heavy: the command line
+reads them for its --help, and the guide's drafter table is generated from
+them. `registry.Drafters` builds the drafters by name and keeps one of
+each, so switching back and forth mid-conversation keeps the n-gram index
+and the draft model's cache. Adding a drafter: its module, a row here, and
+its case in `registry.Drafters._make`.
 """
 
 from __future__ import annotations
 
-NAMES = ("off", "ngram", "draft", "mtp", "hybrid", "grammar", "memory", "auto")
-# Drafters that propose only while a constraint (--json-schema, --grammar) is on.
-NEEDS_CONSTRAINT = ("grammar",)
-# Drafters that draft from the memory of stored replies (the others never read it).
-READS_MEMORY = ("memory", "hybrid", "auto")
+from dataclasses import dataclass
+
 # The most tokens a drafter may propose per round: --k, the settings, the
 # chat's k keys and bench all take k from this range.
 K_MIN, K_MAX = 1, 64
@@ -24,11 +24,102 @@ MODEL_K = 4  # ...a draft model (or an MTP head) pays for every token it drafts.
 LONG_K = K_MAX
 
 
+@dataclass(frozen=True)
+class DrafterSpec:
+    """One drafter, as everything outside drafters/ needs to know it."""
+
+    name: str
+    k: int  # the k it runs at unless told otherwise
+    drafts: str  # what drafts, in a line: the guide's table
+    needs_model: bool = False  # a draft model, or an MTP head the target ships
+    reads_memory: bool = False  # drafts from the memory of stored replies
+    needs_constraint: bool = False  # proposes only while a constraint (--json-schema, --grammar) is on
+
+    @property
+    def drafts_tokens(self) -> bool:
+        """False for off alone: its k means nothing."""
+        return self.name != "off"
+
+
+SPECS = (
+    DrafterSpec("off", DEFAULT_K, "nothing: plain decoding"),
+    DrafterSpec(
+        "ngram",
+        DEFAULT_K,
+        "prompt lookup over the whole conversation, drafting only on strong evidence; it learns the edits a "
+        "reply makes to what it copies (a renamed word, hard-wrapped lines joined) and writes them into its "
+        "later copies, and where a reply spells the text with other tokens it copies the text itself",
+    ),
+    DrafterSpec("draft", MODEL_K, "the pair's draft model", needs_model=True),
+    DrafterSpec(
+        "mtp",
+        MODEL_K,
+        "the MTP head the target ships (Qwen3.5, GLM-4.5, MiMo keep one in the checkpoint): no second model",
+        needs_model=True,
+    ),
+    DrafterSpec(
+        "hybrid",
+        MODEL_K,
+        "the n-gram match when it is strong, else the draft model (or the MTP head, in a pair without one); "
+        "under a constraint, the grammar's forced tokens first",
+        needs_model=True,
+        reads_memory=True,
+    ),
+    DrafterSpec(
+        "grammar",
+        DEFAULT_K,
+        "the text a JSON schema or grammar forces (only while a constraint is on)",
+        needs_constraint=True,
+    ),
+    DrafterSpec(
+        "memory",
+        LONG_K,
+        "the conversation's copy or one from your earlier replies in the history (^r's replaced ones too), "
+        "whichever match is longer; as long as the match",
+        reads_memory=True,
+    ),
+    DrafterSpec(
+        "auto",
+        LONG_K,
+        "each round, whichever of the above (plain step included) and whatever length pays best on the "
+        "measured cost curve",
+        reads_memory=True,
+    ),
+)
+BY_NAME = {s.name: s for s in SPECS}
+NAMES = tuple(BY_NAME)
+NEEDS_CONSTRAINT = tuple(s.name for s in SPECS if s.needs_constraint)
+READS_MEMORY = tuple(s.name for s in SPECS if s.reads_memory)
+
+
 def default_k(drafter: str) -> int:
-    """The k a drafter runs at unless told otherwise."""
-    if drafter in ("draft", "mtp", "hybrid"):
-        return MODEL_K
-    return LONG_K if drafter in ("auto", "memory") else DEFAULT_K
+    """The k a drafter runs at unless told otherwise (an unknown name is
+    refused where it is read, with its own line: here it gets DEFAULT_K)."""
+    spec = BY_NAME.get(drafter)
+    return spec.k if spec else DEFAULT_K
 
 
-__all__ = ["DEFAULT_K", "K_MAX", "K_MIN", "LONG_K", "MODEL_K", "NAMES", "NEEDS_CONSTRAINT", "READS_MEMORY", "default_k"]
+def k_defaults() -> str:
+    """Each default k and the drafters that run at it, for --help: "64 for memory/auto, …"."""
+    by_k: dict[int, list[str]] = {}
+    for s in SPECS:
+        if s.drafts_tokens:
+            by_k.setdefault(s.k, []).append(s.name)
+    return ", ".join(f"{k} for {'/'.join(names)}" for k, names in sorted(by_k.items(), reverse=True))
+
+
+__all__ = [
+    "BY_NAME",
+    "DEFAULT_K",
+    "K_MAX",
+    "K_MIN",
+    "LONG_K",
+    "MODEL_K",
+    "NAMES",
+    "NEEDS_CONSTRAINT",
+    "READS_MEMORY",
+    "SPECS",
+    "DrafterSpec",
+    "default_k",
+    "k_defaults",
+]

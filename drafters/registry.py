@@ -112,7 +112,9 @@ class Drafters:
             if self.load_draft_model is None:
                 raise SpecchatError("drafter 'draft' needs a draft model", hint="pass --draft GGUF or use a --pair")
             return DraftModelDrafter(self.load_draft_model, self.sampling, self.constraint)
-        part = self.model_part()  # hybrid
+        if name != "hybrid":  # a row in SPECS without its case here
+            raise NotImplementedError(f"drafter {name!r} is in drafters.SPECS but Drafters._make cannot build it")
+        part = self.model_part()
         if part is None:
             raise SpecchatError(
                 "drafter 'hybrid' needs a draft model or a target that ships an MTP head",

@@ -111,6 +111,7 @@ class Bench:
                 text = self.real_text()
                 self.session.target.argmax_only(self.session.sampling.greedy)  # timed as the greedy runs read rows
                 sizes = self.plan.curve_positions or self.plan.max_k + 1
+                self._say(f"measuring the cost curve: {sizes} sizes, then {self.plan.total_runs} runs")
 
                 def measured(done: int) -> None:  # the bar moves with each size, not once after them all
                     progress.update(task, description=f"cost curve: {done} of {sizes} sizes timed")
@@ -162,6 +163,7 @@ class Bench:
             self._check_stop()  # a run that a stop cut short is not kept
             self.runs.append(run)
             progress.advance(task)
+            self._log(label, run)
             if slot == "A":
                 off = run
             else:
@@ -252,6 +254,15 @@ class Bench:
         """Tokens of the suites' own text, for the cost curve and the n-gram timing."""
         text = "\n\n".join(t for s in self.plan.suites for p in s.prompts for t in p.turns)
         return self.session.target.tokenize(text, special=False)
+
+    def _log(self, label: str, run: Run) -> None:
+        done = f"{len(self.runs)} of {self.plan.total_runs}"
+        self._say(f"{done} · {label}: {run.stats.tokens} tokens, {run.stats.tok_s:.1f} tok/s")
+
+    def _say(self, line: str) -> None:
+        """Where stderr is a file or a pipe (no bar to draw), progress is a line per step."""
+        if self.console is not None and not self.console.is_terminal:
+            self.console.print(Text(safe_text(line)), soft_wrap=True)
 
     def _progress(self) -> Progress:
         return Progress(

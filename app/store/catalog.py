@@ -106,10 +106,16 @@ def custom_pairs_path() -> Path:
     return paths.config_dir() / CUSTOM_FILE
 
 
+def builtin_catalog() -> Catalog:
+    """The pairs specchat ships (catalog.toml), without the user's own."""
+    builtin = tomllib.loads(resources.files("specchat.store").joinpath("catalog.toml").read_text("utf-8"))
+    return Catalog(pairs=_parse_pairs(builtin, source="catalog.toml", custom=False), default=builtin["default"])
+
+
 def load_catalog() -> Catalog:
     """The built-in catalog plus the user's custom pairs."""
-    builtin = tomllib.loads(resources.files("specchat.store").joinpath("catalog.toml").read_text("utf-8"))
-    pairs = _parse_pairs(builtin, source="catalog.toml", custom=False)
+    builtin = builtin_catalog()
+    pairs = dict(builtin.pairs)
     custom_path = custom_pairs_path()
     if custom_path.is_file():
         try:
@@ -135,7 +141,7 @@ def load_catalog() -> Catalog:
                     hint="rename it in that file",
                 )
             pairs[name] = pair
-    return Catalog(pairs=pairs, default=builtin["default"])
+    return Catalog(pairs=pairs, default=builtin.default)
 
 
 def parse_ref(text: str) -> ModelFile:

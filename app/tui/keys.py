@@ -38,15 +38,38 @@ ACTIONS = [
         True,
         True,
     ),
-    Action("k_up", "ctrl+up", "change_k(1)", "k+", "Let the drafter propose one more token per round", False, True),
     Action(
-        "k_down", "ctrl+down", "change_k(-1)", "k−", "Let the drafter propose one token fewer per round", False, True
+        "k_up",
+        "ctrl+up",
+        "change_k(1)",
+        "k+",
+        "Let this drafter propose one token more per round (its k, in this chat)",
+        False,
+        True,
+    ),
+    Action(
+        "k_down", "ctrl+down", "change_k(-1)", "k−", "Let this drafter propose one token fewer per round", False, True
     ),
     Action("cancel", "escape", "cancel", "Cancel", "Stop at the next round; the partial reply stays", True),
-    Action("toggle_rejected", "ctrl+t", "toggle_rejected", "Rejected", "Drafts in replies that ended", True, True),
+    Action(
+        "toggle_rejected",
+        "ctrl+t",
+        "toggle_rejected",
+        "Rejected",
+        "Show or hide the rejected drafts in replies that ended",
+        True,
+        True,
+    ),
     Action("legend", "f1", "legend", "Legend", "What the colours and numbers mean; every key", True),
     Action("stats_panel", "f2", "stats_panel", "Stats", "Show or hide the stats panel", True),
-    Action("history", "f3", "history", "History", "Reopen, rename, delete or export a conversation", True),
+    Action(
+        "history",
+        "f3",
+        "history",
+        "History",
+        "History: reopen, search (s: every message), rename, delete or export a conversation",
+        True,
+    ),
     Action("pairs", "f4", "app.pairs", "Pairs", "Switch to another model pair (pull it if needed)", True),
     Action("markdown", "f5", "markdown", "Markdown", "Flip the last reply between colours and rendered Markdown"),
     Action("copy_reply", "f6", "copy_reply", "Copy reply", "Copy the last reply to the clipboard", False, True),
@@ -128,14 +151,18 @@ def legend_keys(bindings: list[Binding], display: Callable[[Binding], str]) -> l
         if b.id in ours and b.id not in seen:
             seen[b.id] = b
     keys = [(b.key_display or display(b), b.description) for b in seen.values()]
-    return keys + [
-        ("ctrl+p", "The command palette: every action by its name"),
-        ("shift+enter", "A new line in the message (ctrl+j too)"),
-        ("tab", "Move between the prompt and the conversation (↑ ↓ pgup pgdn scroll it)"),
-        ("/file PATH", "Attach a file to the next message (@ in the prompt picks one)"),
-        ("/system TEXT", "This conversation's system prompt (/system alone clears it)"),
-        ("/temp X, /top-p X", "Sample at temperature X (0 greedy) or top-p X (1 off); kept for the next chats"),
-    ]
+    return keys + list(OTHER_KEYS)
+
+
+# Keys and commands the legend lists after ACTIONS: Textual's, the prompt's and the slash commands.
+OTHER_KEYS = (
+    ("ctrl+p", "The command palette: every action by its name"),
+    ("shift+enter", "A new line in the message (ctrl+j too)"),
+    ("tab", "Move between the prompt and the conversation (↑ ↓ pgup pgdn scroll it)"),
+    ("/file PATH", "Attach a file to the next message (@ in the prompt picks one)"),
+    ("/system TEXT", "This conversation's system prompt (/system alone clears it)"),
+    ("/temp X, /top-p X", "Sample at temperature X (0 greedy) or top-p X (1 off); kept for the next chats"),
+)
 
 
 def keymap_conflicts(keymap: dict[str, str]) -> list[str]:

@@ -4,7 +4,10 @@ the report keeps each turn's figures apart."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from rich.console import Console
 
 from specchat.bench import measure as measure_mod
 from specchat.bench.plan import Plan
@@ -85,11 +88,19 @@ def test_a_second_turn_is_asked_after_off_s_reply_to_the_first(tiny_session, mon
     monkeypatch.setattr(measure_mod, "CURVE_REPEATS", 2)
     first, second = "Name three colours.", "Repeat your answer word for word."
     plan = Plan([Suite("talk", (Prompt("again", first, followups=(second,)),))], ["ngram"], [2], 12, extras=False)
-    b = Bench(tiny_session, plan)
+    progress = io.StringIO()  # a file, as a piped stderr is: a line per step, no bar
+    b = Bench(tiny_session, plan, console=Console(file=progress, width=200))
     b.run()
     report = b.report({"name": "tiny"})
 
     runs = report["runs"]
+    lines = [line for line in progress.getvalue().splitlines() if line]
+    assert lines[0].startswith("measuring the cost curve:") and lines[0].endswith("then 4 runs")
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "1 of 4 · talk · again · turn 1 · A off", "2 of 4 · talk · again · turn 1 · B ngram k=2",
+        "3 of 4 · talk · again · turn 2 · A off", "4 of 4 · talk · again · turn 2 · B ngram k=2"]  # fmt: skip
+    first_off = b.runs[0].stats
+    assert lines[1].endswith(f": {first_off.tokens} tokens, {first_off.tok_s:.1f} tok/s")
     assert [(r["turn"], r["slot"], r["drafter"]) for r in runs] == [
         (1, "A", "off"), (1, "B", "ngram"), (2, "A", "off"), (2, "B", "ngram")]  # fmt: skip
     assert runs[0]["cycle"] != runs[2]["cycle"] and all(r["identical"] for r in runs if r["slot"] == "B")

@@ -140,24 +140,26 @@ def test_gpu_probe_runs_end_to_end_on_the_cpu(tiny_pair, tmp_path):
     assert report["runs"]["off target"]["devices"]["target"]["argmax"] == "host"
 
 
-def test_the_scorecard_tables_come_from_their_files_and_a_stale_one_fails_the_check(tmp_path):
-    """tools/scorecard fills each table block from its JSON under
-    measurements/; --check fails on a block edited by hand or a file that is
-    gone, with one line and nothing written."""
+def doctables(page: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tools.doctables", *args, str(page)], capture_output=True,
+                          text=True, timeout=60, cwd=HERE.parent)
+
+
+def test_a_measurement_table_comes_from_its_file_and_a_stale_one_fails_the_check(tmp_path):
+    """tools/doctables fills each measurement's table block from its JSON;
+    --check fails on a block edited by hand or a file that is gone, with one
+    line and nothing written."""
     kept = tmp_path / "measurements"
     kept.mkdir()
     report = json.loads((HERE.parent / "docs" / "measurements" / "bench-json.json").read_text())
     (kept / "run.json").write_text(json.dumps(report))
     page = tmp_path / "scorecard.md"
     page.write_text("# s\n\n<!-- table: run.json -->\nwritten by hand\n<!-- end table -->\n\nafter\n")
+    where = ("--measurements", str(kept))
 
-    def scorecard(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tools.scorecard", *args, str(page)], capture_output=True,
-                              text=True, timeout=60, cwd=HERE.parent)
-
-    stale = scorecard("--check")
+    stale = doctables(page, "--check", *where)
     assert stale.returncode == 1 and "stale" in stale.stderr and "written by hand" in page.read_text()
-    assert scorecard().returncode == 0
+    assert doctables(page, *where).returncode == 0
     text = page.read_text()
     assert "written by hand" not in text and text.endswith("<!-- end table -->\n\nafter\n")
     assert report["command"] in text  # the command that measured it
@@ -166,8 +168,32 @@ def test_the_scorecard_tables_come_from_their_files_and_a_stale_one_fails_the_ch
     assert f"| {auto['speedup']:.2f}× | {auto['alpha']:.2f} | {auto['acceptance_rate']:.0%} |" in json_row
     off = next(r for r in report["rows"] if r["drafter"] == "off")
     assert json_row.startswith(f"| json | {off['tok_s']:.1f} | {off['tokens'] / off['runs']:.0f} |")
-    assert scorecard("--check").returncode == 0
+    assert doctables(page, "--check", *where).returncode == 0
 
     (kept / "run.json").unlink()
-    gone = scorecard("--check")
-    assert gone.returncode == 1 and "no measurement file run.json" in gone.stderr and len(gone.stderr.splitlines()) == 1
+    gone = doctables(page, "--check", *where)
+    assert gone.returncode == 1 and "no table source run.json" in gone.stderr and len(gone.stderr.splitlines()) == 1
+
+
+def test_the_tables_copied_from_the_code_follow_it(tmp_path):
+    """The keys, drafters and pairs tables are the code's: every drafter
+    with its k, every key with its help line, every built-in pair; and the
+    repository's own pages are up to date."""
+    from specchat.drafters import SPECS
+    from specchat.store.catalog import builtin_catalog
+    from specchat.tui.keys import ACTIONS
+
+    page = tmp_path / "guide.md"
+    page.write_text("".join(f"<!-- table: {name} -->\n<!-- end table -->\n" for name in ("keys", "drafters", "pairs")))
+    assert doctables(page).returncode == 0
+    rows = page.read_text().splitlines()
+    for s in SPECS:
+        row = next(r for r in rows if r.startswith(f"| `{s.name}`"))
+        assert s.drafts in row and row.endswith(f"| {s.k if s.name != 'off' else '–'} |")
+    for a in ACTIONS:
+        assert any(a.help in r for r in rows), a.id
+    for name in builtin_catalog().pairs:
+        assert any(r.startswith(f"| `{name}`") for r in rows), name
+    ours = subprocess.run([sys.executable, "-m", "tools.doctables", "--check"], capture_output=True, text=True,
+                          timeout=60, cwd=HERE.parent)
+    assert ours.returncode == 0, ours.stderr

@@ -324,6 +324,20 @@ def test_the_drafters_hybrid_and_auto_draft_through_have_what_base_names():
     assert (made.get("auto").needs_costs, made.get("auto").chosen) == (True, {})
 
 
+def test_every_drafter_in_the_table_is_built_by_the_registry_as_its_own_kind():
+    """A row in drafters.SPECS is a drafter the registry builds, named as the
+    row (a forgotten case in Drafters._make is an error, never a hybrid),
+    with the MTP head and the draft model both on offer."""
+    from specchat.drafters import SPECS
+    from specchat.drafters.registry import Drafters
+    from specchat.sampling import SamplingParams
+
+    made = Drafters(lambda: FakeModel(seed=2), SamplingParams(), load_mtp_head=lambda: FakeModel(seed=3))
+    for spec in SPECS:
+        assert made.get(spec.name).name == spec.name
+    made.close()
+
+
 def test_before_a_curve_is_measured_a_whole_copy_is_priced_by_the_prior():
     """Only live plain steps so far: a size not measured costs the prior
     (PRIOR_SLOPE plain steps a position) at least; a whole copy still pays on
