@@ -238,6 +238,13 @@ class History(Tree):
                 (conv_id, seq, msg.role, storable(msg.content), now, msg.finish, _dump(msg.stats), _dump(msg.spans)),
             )
             self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conv_id))
+            # A branch's first message of its own (one edited, or a reply had again) names it,
+            # unless the user renamed it: a list of branches all titled as their root tells nothing.
+            self.db.execute(
+                "UPDATE conversations SET title = ? WHERE id = ? AND fork_seq = ? AND title = "
+                "(SELECT p.title FROM conversations p WHERE p.id = conversations.parent_id)",
+                (storable(title_for(msg.content)), conv_id, seq),
+            )
 
     @mended
     def drop_last(self, conv_id: int, role: str) -> None:

@@ -86,3 +86,23 @@ def test_a_message_a_branch_copied_is_found_once_in_the_conversation_it_was_writ
     hits = history.search("quick brown")
     assert sorted((h.conversation, h.role) for h in hits) == [(cats, "assistant"), (branch, "user")]
     history.close()
+
+
+def test_a_branch_is_titled_by_its_first_message_of_its_own_unless_renamed(tmp_path):
+    """The root keeps its title; a branch takes the first line of the first
+    message it did not copy (an edited question, or a reply had again, code
+    fences passed over), once; a title the user gave is kept."""
+    history = History(tmp_path / "h.sqlite3")
+    cats, _ = stored(history)
+    edited = history.fork(cats, 0)
+    history.add_message(edited, Message("user", "Tell me about dogs\nin two lines"))
+    history.add_message(edited, Message("assistant", "Dogs bark."))
+    again = history.fork(cats, 1)
+    history.add_message(again, Message("assistant", "```\nCats purr.\n```"))
+    named = history.fork(cats, 1)
+    history.rename(named, "mine")
+    history.add_message(named, Message("assistant", "Cats nap."))
+    titles = {c.id: c.title for c in history.list()}
+    assert (titles[cats], titles[edited], titles[again], titles[named]) == (
+        "Tell me about cats", "Tell me about dogs", "Cats purr.", "mine")  # fmt: skip
+    history.close()
