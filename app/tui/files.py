@@ -36,12 +36,15 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from specchat import paths
 from specchat.attach import Attachment
 from specchat.errors import SpecchatError
 from specchat.rewrite import code_blocks, find_rewrite
 from specchat.textsafe import safe_text
 from specchat.tui.writeback import DiffScreen
 from specchat.walk import walk
+
+COPIED = "copied.txt"  # in the data folder: what F6 or F7 copied last, sure to be there
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -196,11 +199,9 @@ class FileKeys:
     """ChatScreen's keys for files and a reply's code, mixed into it."""
 
     def action_copy_reply(self) -> None:
-        view = cast(FileView, self)
-        text = view.reply_text()
+        text = cast(FileView, self).reply_text()
         if text is not None:
-            view.app.copy_to_clipboard(text)
-            view.notify("reply copied", timeout=2)
+            self._copy(text, "the reply")
 
     def action_copy_code(self) -> None:
         view = cast(FileView, self)
@@ -208,8 +209,24 @@ class FileKeys:
         if not blocks:
             view.notify("no code block in the last reply", severity="warning", timeout=3)
             return
-        view.app.copy_to_clipboard("\n".join(blocks))
-        view.notify("code block copied" if len(blocks) == 1 else f"{len(blocks)} code blocks copied", timeout=2)
+        self._copy("\n".join(blocks), "the code block" if len(blocks) == 1 else f"{len(blocks)} code blocks")
+
+    def _copy(self, text: str, what: str) -> None:
+        """To the terminal's clipboard (OSC 52: whether it arrives is the
+        terminal's choice, and nothing says), and to a file that is sure to hold it."""
+        view = cast(FileView, self)
+        view.app.copy_to_clipboard(text)
+        kept = paths.data_dir() / COPIED
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            paths.write_atomic(kept, text)
+        except OSError as err:
+            why = err.strerror or err
+            view.notify(
+                f"{what} went to the terminal's clipboard (if it takes OSC 52); not saved: {why}", severity="warning"
+            )
+            return
+        view.notify(f"{what} went to the terminal's clipboard (if it takes OSC 52) and to {kept}", timeout=4)
 
     def pick_file(self) -> None:
         view = cast(FileView, self)

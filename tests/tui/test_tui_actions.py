@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from specchat import paths
 from specchat.config import Settings
 from specchat.drafters import NAMES
 from specchat.themes import SPEC_DEFAULTS
@@ -205,7 +206,16 @@ async def test_markdown_view_and_copy(tmp_path):
         reply.spans.append({"text": "then\n```sh\nmake\n```\n", "kind": "target", "drafter": "target"})
         await pilot.press("f7")
         assert app.clipboard == "print(1)\n\nmake\n"  # every block of the reply, not only the last
-        assert [n.message for n in app._notifications][-1] == "2 code blocks copied"
+        kept = paths.data_dir() / "copied.txt"  # OSC 52 may never arrive: the file is sure to hold it
+        assert [n.message for n in app._notifications][-1] == (
+            f"2 code blocks went to the terminal's clipboard (if it takes OSC 52) and to {kept}")
+        assert kept.read_text() == "print(1)\n\nmake\n"
+        kept.unlink()
+        kept.mkdir()  # a folder where the copy belongs: the clipboard still gets it, and one line says so
+        await pilot.press("f6")
+        assert app.clipboard == reply.text and kept.is_dir()
+        assert [n.message for n in app._notifications][-1].startswith(
+            "the reply went to the terminal's clipboard (if it takes OSC 52); not saved: ")
 
 
 # --- history ---------------------------------------------------------------------------------------
