@@ -276,6 +276,9 @@ class AssistantMessage(Vertical):
 # --- status bar -------------------------------------------------------------------
 
 
+HINT = "Type a message, Enter sends · @ attaches a file · F1 help · ctrl+q quits"  # an empty prompt
+
+
 class PromptInput(TextArea):
     """Enter sends; shift+enter or ctrl+j inserts a newline. Text with nothing
     visible in it is not sent (a notice says so).
@@ -298,7 +301,7 @@ class PromptInput(TextArea):
         """`@` typed where a word starts: the chat opens the file picker."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)
+        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", placeholder=HINT, **kwargs)
         self._typed: list[str] = []  # characters typed since the last burst went in
         self._full = False  # the last burst did not fit (its notice is showing)
 

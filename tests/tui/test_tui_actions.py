@@ -461,3 +461,17 @@ async def test_the_status_bar_says_when_a_switch_waits_for_the_draft_model(tmp_p
         await wait_until(pilot, lambda: "loading the draft model" not in str(bar.render()))
         await pilot.press("escape")
         await wait_until(pilot, lambda: not app.chat.generating)
+
+
+async def test_the_first_screen_says_how_to_start_attach_get_help_and_quit(tmp_path):
+    """An empty prompt shows the hint line, whole at 80 columns; typed text replaces it."""
+    from specchat.tui.widgets import HINT
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        prompt = app.screen.query_one(PromptInput)
+        assert HINT in prompt.render_line(0).text and "ctrl+q quits" in HINT and "@ attaches" in HINT
+        prompt.text = "hello"
+        await pilot.pause()
+        assert "hello" in prompt.render_line(0).text and HINT not in prompt.render_line(0).text
