@@ -2,16 +2,17 @@
 
 Every theme sets the spec variables the TUI's styles use:
 
-- `spec-accepted`  draft tokens the target accepted
+- `spec-accepted`  accepted draft tokens of no drafter below (a server's drafts)
 - `spec-rejected`  draft tokens the target threw away (also struck through)
-- `spec-ngram`     accepted tokens the n-gram drafter proposed (hybrid mode)
-- `spec-model`     accepted tokens the draft model proposed (hybrid mode)
-- `spec-mtp`       accepted tokens the target's own MTP head proposed, in any
-                   mode (the mtp drafter, and its part of a hybrid or auto draft)
-- `spec-grammar`   accepted tokens the grammar forced (the grammar drafter,
-                   and its part of a hybrid or auto draft)
+- `spec-ngram`     accepted tokens the n-gram drafter proposed
+- `spec-model`     accepted tokens the draft model proposed
+- `spec-mtp`       accepted tokens the target's own MTP head proposed
+- `spec-grammar`   accepted tokens the grammar forced
 - `spec-memory`    accepted tokens copied from the memory (this user's earlier
-                   replies), in any mode
+                   replies)
+
+Each drafter has its colour in every mode: alone, or as the part of a
+hybrid or auto draft that proposed the token.
 - `spec-good`      a speedup above 1
 - `spec-bad`       a speedup below 1
 
@@ -187,26 +188,22 @@ _HINTS = {"colour": 'a colour (try "#268bd2")', "style": 'a text style (try "bol
 def span_style(kind: str, drafter: str, resolve=lambda var: f"${var}") -> str:
     """The style of one span of a reply ({kind, drafter}, as display.spans makes
     them): the target's own tokens plain, rejected drafts struck through, and
-    accepted drafts in the accepted colour, or in hybrid mode in the colour of
-    the drafter that proposed them. Textual resolves the $variables from the
+    accepted drafts in the colour of the drafter that proposed them, whatever
+    the mode (hybrid's spans read hybrid:ngram, …). Textual resolves the $variables from the
     theme; a plain terminal passes `resolve=SPEC_DEFAULTS.get`."""
     if kind == "rejected":
         return "strike " + resolve("spec-rejected")
     if kind == "accepted":
-        return resolve(HYBRID_SOURCES.get(drafter, "spec-accepted"))
+        return resolve(SOURCES.get(drafter.removeprefix("hybrid:"), "spec-accepted"))
     return ""
 
 
-# Accepted tokens coloured by who proposed them: in hybrid mode each source;
-# grammar-forced, memory-copied and MTP-drafted tokens in any mode.
-HYBRID_SOURCES = {
-    "hybrid:ngram": "spec-ngram",
-    "hybrid:draft": "spec-model",
-    "hybrid:mtp": "spec-mtp",
+# Accepted tokens coloured by who proposed them, in every mode.
+SOURCES = {
+    "ngram": "spec-ngram",
+    "draft": "spec-model",
     "mtp": "spec-mtp",
-    "hybrid:grammar": "spec-grammar",
     "grammar": "spec-grammar",
-    "hybrid:memory": "spec-memory",
     "memory": "spec-memory",
 }
 

@@ -35,34 +35,31 @@ class LegendScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         sample = Content.assemble(
-            ("accepted draft", "$spec-accepted"),
-            "  ",
             ("rejected draft", "strike $spec-rejected"),
-            "  ",
-            "target's own token",
+            "  target's own token  ·  accepted drafts in the colour of the drafter that proposed them:",
         )
-        hybrid = Content.assemble(
-            "hybrid: ",
-            ("n-gram accepted", "$spec-ngram"),
+        sources = Content.assemble(
+            ("n-gram", "$spec-ngram"),
             "  ",
-            ("draft-model accepted", "$spec-model"),
+            ("draft model", "$spec-model"),
             "  ",
-            ("grammar-forced accepted", "$spec-grammar"),
+            ("MTP head", "$spec-mtp"),
+            "  ",
+            ("grammar-forced", "$spec-grammar"),
+            "  ",
+            ("memory", "$spec-memory"),
+        )
+        mixed = Content(
+            "auto and hybrid draft from several of them: each token keeps its drafter's colour, in every mode"
         )
         grammar = Content.assemble(
-            ("grammar-forced accepted", "$spec-grammar"),
-            ": tokens a JSON schema or grammar forced, in any mode; ",
             ("⟨JSON · file⟩", "bold $spec-grammar"),
-            " in the status bar while replies are constrained",
+            " in the status bar while replies are constrained (a JSON schema or a grammar)",
         )
-        memory = Content.assemble(
-            ("memory accepted", "$spec-memory"),
-            ": tokens copied from your earlier replies in the history (F10 turns the memory off for this chat)",
+        memory = Content(
+            "memory: tokens copied from your earlier replies in the history (F10 turns it off for this chat)"
         )
-        mtp = Content.assemble(
-            ("MTP-head accepted", "$spec-mtp"),
-            ": tokens drafted by the MTP head the target ships (Qwen3.5, GLM-4.5, MiMo), in any mode",
-        )
+        mtp = Content("MTP head: the draft head the target ships (Qwen3.5, GLM-4.5, MiMo), no second model")
         numbers = Content.assemble(
             "α = tokens per verify · speedup ",
             ("> 1", "bold $spec-good"),
@@ -74,7 +71,8 @@ class LegendScreen(ModalScreen[None]):
         with VerticalScroll(id="legend", classes="dialog"):  # ↑ ↓ reach the keys below the fold
             yield Static("Legend", classes="dialog-title")
             yield Static(sample)
-            yield Static(hybrid)
+            yield Static(sources)
+            yield Static(mixed)
             yield Static(grammar)
             yield Static(memory)
             yield Static(mtp)

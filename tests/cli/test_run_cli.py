@@ -42,8 +42,8 @@ def test_run_on_a_terminal_colours_accepted_and_strikes_rejected(tiny_pair):
                  "--k", "4", "--max-tokens", "60", env=env)
     assert r.returncode == 0, r.stderr
     # The theme's colours (the dark theme's, as the chat's), as this terminal shows them.
-    accepted, rejected = (terminal_code(SPEC_DEFAULTS[v]) for v in ("spec-accepted", "spec-rejected"))
-    assert f"\x1b[{accepted}m" in r.stdout  # accepted drafts
+    accepted, rejected = (terminal_code(SPEC_DEFAULTS[v]) for v in ("spec-ngram", "spec-rejected"))
+    assert f"\x1b[{accepted}m" in r.stdout  # accepted n-gram drafts
     assert f"\x1b[9;{rejected}m" in r.stdout  # rejected drafts, struck through
     lines = r.stdout.strip().splitlines()
     assert lines[-1].count("α") == 1 and "tok/s" in lines[-1] and "(measured)" in lines[-1]

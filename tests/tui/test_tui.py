@@ -46,7 +46,7 @@ async def test_reply_colours_accepted_rejected_target(tmp_path):
         await pilot.press("ctrl+t")  # the rejected drafts, once the reply ended, are one key away
         await pilot.pause()
         by_colour = rendered_by_colour(reply.query_one(ReplyBody))
-        assert by_colour[(DARK["accepted"], False)] == spans_text(reply, "accepted")
+        assert by_colour[(DARK["model"], False)] == spans_text(reply, "accepted")  # the draft model's colour
         assert by_colour[(DARK["rejected"], True)] == spans_text(reply, "rejected")
         assert by_colour[(DARK["fg"], False)] == spans_text(reply, "target")
         # The reply is the target's text: rejected drafts are not part of it.

@@ -345,9 +345,13 @@ async def test_legend_shows_the_colours(tmp_path):
         await pilot.pause()
         assert app.screen.__class__.__name__ == "LegendScreen"
         runs = [(t, hexcolor(s), bool(s.strike)) for w in app.screen.query("Static") for t, s in segments(w)]
-        assert ("accepted draft", DARK["accepted"], False) in runs
         assert ("rejected draft", DARK["rejected"], True) in runs
-        assert ("memory accepted", SPEC_DEFAULTS["spec-memory"], False) in runs
+        # One colour per drafter, each named once, in every mode: auto's and hybrid's tokens keep theirs.
+        assert ("n-gram", DARK["ngram"], False) in runs and ("draft model", DARK["model"], False) in runs
+        assert ("memory", SPEC_DEFAULTS["spec-memory"], False) in runs
+        assert ("MTP head", SPEC_DEFAULTS["spec-mtp"], False) in runs
+        assert ("grammar-forced", SPEC_DEFAULTS["spec-grammar"], False) in runs
+        assert any("auto and hybrid" in t for t, _, _ in runs)
         await pilot.press("escape")
         assert app.screen.__class__.__name__ != "LegendScreen"
 

@@ -31,7 +31,7 @@ async def test_real_pair_streams_accepted_drafts_and_alpha(tmp_path, tiny_pair):
         assert reply.stats["acceptance_rate"] > 0.8
         assert reply.stats["alpha"] > 3.0
         assert spans_text(reply, "accepted")
-        assert rendered_by_colour(reply.query_one(ReplyBody))[(DARK["accepted"], False)] == spans_text(reply, "accepted")
+        assert rendered_by_colour(reply.query_one(ReplyBody))[(DARK["model"], False)] == spans_text(reply, "accepted")
         line = str(reply.query_one(StatsLine).render())
         assert re.match(rf"α {reply.stats['alpha']:.2f} · \d+% accepted · [\d.]+ tok/s · off [\d.]+ tok/s \(measured\) · ", line), line
         assert reply.text == app.chat.session.messages[-1]["content"]
