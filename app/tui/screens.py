@@ -49,9 +49,7 @@ class LegendScreen(ModalScreen[None]):
             "  ",
             ("memory", "$spec-memory"),
         )
-        mixed = Content(
-            "auto and hybrid draft from several of them: each token keeps its drafter's colour, in every mode"
-        )
+        mixed = Content("auto and hybrid draft from several of them: each token keeps its drafter's colour")
         grammar = Content.assemble(
             ("⟨JSON · file⟩", "bold $spec-grammar"),
             " in the status bar while replies are constrained (a JSON schema or a grammar)",
