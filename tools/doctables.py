@@ -56,9 +56,11 @@ def bench_block(report: dict) -> list[str]:
     rows = report["rows"]
     drafters = list(dict.fromkeys((r["drafter"], r["k"]) for r in rows if r["drafter"] not in SKIPPED))
     labels = [f"{d} k={k}" if k and d != "auto" else d for d, k in drafters]
+    reference = any(r["drafter"] == "reference" for r in rows)  # off's work without the engine: the noise
     lines = [
-        "| category · turn | off tok/s | reply tokens | " + " | ".join(f"{x} | α | acc" for x in labels) + " |",
-        "|---" * (3 + 3 * len(drafters)) + "|",
+        "| category · turn | off tok/s | reply tokens | " + " | ".join(f"{x} | α | acc" for x in labels)
+        + (" | reference |" if reference else " |"),
+        "|---" * (3 + 3 * len(drafters) + reference) + "|",
     ]
     for suite in dict.fromkeys(r["suite"] for r in rows):
         by = {(r["drafter"], r["k"]): r for r in rows if r["suite"] == suite}
@@ -68,7 +70,11 @@ def bench_block(report: dict) -> list[str]:
             cells[1:] = [f"{off['tok_s']:.1f}", f"{off['tokens'] / max(off['runs'], 1):.0f}"]
         for key in drafters:
             r = by.get(key)
-            cells += [times(r["speedup"]), f"{r['alpha']:.2f}", f"{r['acceptance_rate']:.0%}"] if r else ["–"] * 3
+            drafted = r is not None and r["verify_rounds"] > 0  # α and acceptance of no draft are no figures
+            cells += [times(r["speedup"]) if r else "–"]
+            cells += [f"{r['alpha']:.2f}", f"{r['acceptance_rate']:.0%}"] if r and drafted else ["–", "–"]
+        if reference:
+            cells.append(times(by[("reference", 0)]["speedup"]) if ("reference", 0) in by else "–")
         lines.append("| " + " | ".join(cells) + " |")
     overall = {(o["drafter"], o["k"]): o for o in report.get("overall", [])}
     if overall:
@@ -76,7 +82,7 @@ def bench_block(report: dict) -> list[str]:
         for key in drafters:
             o = overall.get(key)
             cells += [times(o["speedup_median"]), f"{o['alpha']:.2f}", ""] if o else ["–", "", ""]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(cells + [""] * reference) + " |")
     return head + lines
 
 
