@@ -479,3 +479,20 @@ async def test_the_first_screen_says_how_to_start_attach_get_help_and_quit(tmp_p
         prompt.text = "hello"
         await pilot.pause()
         assert "hello" in prompt.render_line(0).text and HINT not in prompt.render_line(0).text
+
+
+async def test_notices_never_cover_the_prompt_or_the_status_bar(tmp_path):
+    """A toast lands over the conversation, at the top: the prompt being typed
+    and the status bar stay whole under several notices, at 80 columns too."""
+    from textual.widgets._toast import Toast
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        for i in range(3):
+            app.notify(f"notice {i}: " + "a long line of text " * 4, timeout=30)
+        await wait_until(pilot, lambda: len(app.screen.query(Toast)) == 3)
+        await pilot.pause()
+        kept = [app.screen.query_one(PromptInput).region, app.screen.query_one(StatusBar).region]
+        for toast in app.screen.query(Toast):
+            assert toast.region.area and not any(toast.region.overlaps(r) for r in kept), toast.region
