@@ -487,7 +487,7 @@ async def test_notices_never_cover_the_prompt_or_the_status_bar(tmp_path):
     from textual.widgets._toast import Toast
 
     app = make_app(tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:  # run_test hides toasts by default
         await ready(pilot)
         for i in range(3):
             app.notify(f"notice {i}: " + "a long line of text " * 4, timeout=30)
