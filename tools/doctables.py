@@ -42,12 +42,17 @@ def times(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}×"
 
 
+def started(stamp: str) -> str:
+    """bench's start, "2026-12-04T17:48:52+0000", as "2026-12-04 17:48 +0000"."""
+    return f"{stamp[:10]} {stamp[11:16]} {stamp[19:]}".rstrip()
+
+
 def bench_block(report: dict) -> list[str]:
     """A bench report as a table: per category and turn, off's tok/s and
     reply length, and each drafter's speedup, α and acceptance."""
     m, s = report["machine"], report["settings"]
     head = [
-        f"{report['started_at'][:16].replace('T', ' ')} · {cell(m['cpu_model'])}, {m['threads']} threads · "
+        f"{started(report['started_at'])} · {cell(m['cpu_model'])}, {m['threads']} threads · "
         f"{cell(report['pair']['name'])} · max {s['max_tokens']} tokens, temp {s['temp']}:",
         "",
         f"    {report['command']}",
@@ -113,7 +118,7 @@ def keys_block() -> list[str]:
 
     lines = ["| key | what it does |", "|---|---|"]
     lines += [f"| {' / '.join(map(key, a.keys.split(',')))} | {cell(a.help)} |" for a in ACTIONS]
-    lines += [f"| `{key}` | {cell(what)} |" for key, what in OTHER_KEYS]
+    lines += [f"| `{name}` | {cell(what)} |" for name, what in OTHER_KEYS]
     return lines
 
 
