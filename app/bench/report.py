@@ -41,7 +41,7 @@ def table(report_rows: list[dict], title: str = "specchat bench") -> Table:
             Text(safe_text(r["suite"])),  # a user's suite name is text, never markup or terminal control
             Text(safe_text(r["drafter"])),
             str(r["k"]) if drafted else "",
-            f"{r['tokens'] / r['runs']:.0f}" if r["runs"] else "",
+            f"{r['reply_tokens']:.0f}",
             number(r["alpha"]) if drafted else "",
             _pct(r["acceptance_rate"]) if drafted else "",
             number(r["tok_s"], ".1f"),

@@ -98,6 +98,7 @@ def test_off_row_takes_every_off_run_and_reference_pairs_like_a_config(fabricate
     assert [x["drafter"] for x in r] == ["off", "ngram", "reference"]
     off = by(r, "off")
     assert off["runs"] == 4 and off["tok_s"] == pytest.approx(200 / 25.0) and off["speedup"] == 1.0
+    assert off["reply_tokens"] == pytest.approx(200 / 4)  # the mean reply's length, the table's len
     assert off["identical_rate"] is None and off["order"] == "AAAA"
     ref = by(r, "reference")
     assert ref["speedup"] == pytest.approx(2.0) and ref["order"] == "AB"
@@ -113,6 +114,8 @@ def test_off_spread_flags_a_busy_machine(fabricated):
               "machine": {"cpu_model": "cpu", "threads": 2, "load_average": {"start": [1.0], "end": [1.0]}}}
     show(report, Console(file=out, width=200))
     assert "warning: the off runs' speed varied 2.0× during the bench" in out.getvalue()
+    off_line = next(line for line in out.getvalue().splitlines() if line.split()[1:2] == ["off"])
+    assert " len " in out.getvalue() and off_line.split()[2] == "50"  # 200 tokens over 4 replies
 
 
 def test_cost_curve_interpolates_and_extrapolates():

@@ -48,7 +48,7 @@ async def test_the_chat_marks_a_reply_the_context_ended(tmp_path):
 
 def test_a_suite_name_with_escapes_and_markup_is_shown_as_text():
     rows = [{"suite": "\x1b[31mred[bold]x[/bold]", "drafter": "off", "k": 0, "alpha": 1.0, "acceptance_rate": 0,
-             "tok_s": 10.0, "off_tok_s": 10.0, "speedup": 1.0, "identical_rate": 1.0,
+             "tok_s": 10.0, "off_tok_s": 10.0, "speedup": 1.0, "identical_rate": 1.0, "reply_tokens": 12.0,
              "shares": {"draft": 0, "verify": 0, "plain": 1, "other": 0}, "per_position_acceptance": []}]
     console = Console(width=200, record=True, color_system=None)
     console.print(report.table(rows, title="bench on [bold]pair[/bold]\x1b[2J"))
