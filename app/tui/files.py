@@ -18,6 +18,8 @@ as it was attached (rewrite.py).
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,6 +83,27 @@ def files_under(root: Path) -> Iterator[list[str]]:
         yield [str(rel / name) if rel.parts else name for name in names if not name.startswith(".")]
 
 
+def size_label(path: Path) -> str:
+    """What the picker shows beside a file: its size, read from the entry
+    itself (never opened, never followed: a FIFO or a link costs nothing)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "gone"
+    except OSError:  # a path too long to name, a folder it may not read
+        return "?"
+    if stat.S_ISLNK(st.st_mode):
+        return "link"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a file"
+    size = float(st.st_size)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
 class FilePicker(ModalScreen[str | None]):
     """Pick a file to attach: type to narrow, Enter attaches, Esc leaves.
     The files are found on a worker and the list grows as they come: a big
@@ -90,7 +113,7 @@ class FilePicker(ModalScreen[str | None]):
 
     @dataclass
     class Found(Message):
-        paths: list[str]  # files found since the last message
+        paths: list[tuple[str, str]]  # files found since the last message, each with its size_label
         done: bool = False  # the walk has ended
         cut: str = ""  # why the list stops short of every file ("" where it holds them all)
 
@@ -98,6 +121,7 @@ class FilePicker(ModalScreen[str | None]):
         super().__init__()
         self.root = root
         self.files: list[str] = []
+        self.sizes: dict[str, str] = {}  # each file's size_label
         self.matches: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -117,7 +141,7 @@ class FilePicker(ModalScreen[str | None]):
         posting what it finds every BATCH_SECONDS; the picker's closing
         cancels the worker, and the walk stops at the next folder."""
         worker = get_current_worker()
-        batch: list[str] = []
+        batch: list[tuple[str, str]] = []
         found, sent, cut = 0, 0.0, ""  # the first files show at once
         try:
             for folders, paths in enumerate(files_under(self.root), 1):
@@ -127,11 +151,11 @@ class FilePicker(ModalScreen[str | None]):
                     cut = f"the walk stopped after {MAX_FOLDERS:,} folders: {found:,} files shown"
                     break
                 if found + len(paths) > MAX_FILES:
-                    batch += paths[: MAX_FILES - found]
+                    batch += self._sized(paths[: MAX_FILES - found])
                     found = MAX_FILES
                     cut = f"first {MAX_FILES:,} files shown"
                     break
-                batch += paths
+                batch += self._sized(paths)
                 found += len(paths)
                 if batch and time.monotonic() - sent >= BATCH_SECONDS:
                     self.post_message(self.Found(batch))
@@ -140,8 +164,12 @@ class FilePicker(ModalScreen[str | None]):
             cut = f"the walk stopped ({type(err).__name__}: {err}): {found:,} files shown"
         self.post_message(self.Found(batch, done=True, cut=cut))
 
+    def _sized(self, paths: list[str]) -> list[tuple[str, str]]:
+        return [(p, size_label(self.root / p)) for p in paths]
+
     def on_file_picker_found(self, msg: FilePicker.Found) -> None:
-        self.files += msg.paths
+        self.files += [p for p, _ in msg.paths]
+        self.sizes.update(msg.paths)
         if msg.done:
             count = msg.cut or (f"{len(self.files):,} files" if self.files else "no files here")
         else:
@@ -164,7 +192,10 @@ class FilePicker(ModalScreen[str | None]):
             return  # more files came, the list is the same: the highlight stays where the user moved it
         options = self.query_one(OptionList)
         options.clear_options()
-        options.add_options(Option(Content(safe_text(f)), id=str(i)) for i, f in enumerate(matches))
+        options.add_options(
+            Option(Content.assemble(safe_text(f), (f"  {self.sizes.get(f, '')}", "dim")), id=str(i))
+            for i, f in enumerate(matches)
+        )
         self.matches = matches
         if matches:
             options.highlighted = 0

@@ -6,6 +6,8 @@ user attached in this chat), and writes it back only after `w` and then
 
 from __future__ import annotations
 
+import os
+
 import threading
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from textual.widgets import Input, OptionList, Static
 
 from specchat.history import History, Message
 from specchat.tui import files
-from specchat.tui.files import MAX_FILES, REOPENED, FilePicker, files_under
+from specchat.tui.files import MAX_FILES, REOPENED, FilePicker, files_under, size_label
 from specchat.tui.panels import StatusBar
 from specchat.tui.widgets import AssistantMessage, PromptInput
 from specchat.tui.writeback import ConfirmWrite, DiffScreen
@@ -45,6 +47,16 @@ def test_the_picker_lists_files_but_not_hidden_folders(folder):
     assert list(files_under(folder)) == [["notes.txt"], ["src/calc.py"]]  # folder by folder
 
 
+def test_the_picker_sizes_each_file_from_its_entry_never_opening_a_fifo_or_following_a_link(folder):
+    os.mkfifo(folder / "pipe")
+    (folder / "big.log").write_bytes(b"x" * 3_500_000)
+    (folder / "to-big").symlink_to(folder / "big.log")
+    (folder / "dangling").symlink_to(folder / "nowhere")
+    labels = {name: size_label(folder / name) for name in ("notes.txt", "big.log", "pipe", "to-big", "dangling", "gone")}
+    assert labels == {"notes.txt": "7 B", "big.log": "3.3 MB", "pipe": "not a file", "to-big": "link",
+                      "dangling": "link", "gone": "gone"}
+
+
 async def test_the_picker_in_a_folder_nested_1100_deep_lists_its_files_and_the_chat_goes_on(folder):
     """Python 3.11's os.walk recurses once per level: 1,100 of them ended the chat, the prompt's text with it."""
     app = make_app(folder / "data")
@@ -61,7 +73,7 @@ async def test_the_picker_in_a_folder_nested_1100_deep_lists_its_files_and_the_c
             await pilot.press(*"deep")
             options = picker.query_one(OptionList)
             await wait_until(pilot, lambda: options.option_count == 1)
-            assert str(options.get_option_at_index(0).prompt) == str((bottom / "deep.txt").relative_to(folder))
+            assert str(options.get_option_at_index(0).prompt) == f"{(bottom / 'deep.txt').relative_to(folder)}  14 B"
             await pilot.press("escape")
             await wait_until(pilot, lambda: prompt.text == "look at @")
 
@@ -128,7 +140,7 @@ async def test_at_opens_the_picker_and_attaches_the_file_picked(folder):
         await pilot.press(*"calc")
         options = app.screen.query_one(OptionList)
         await wait_until(pilot, lambda: options.option_count == 1)
-        assert str(options.get_option_at_index(0).prompt) == "src/calc.py"
+        assert str(options.get_option_at_index(0).prompt) == f"src/calc.py  {len(OLD)} B"  # with its size
         await pilot.press("enter")
         await wait_until(pilot, lambda: not isinstance(app.screen, FilePicker))
         assert "attached src/calc.py (5 lines): it goes with your next message" in notices(app)
