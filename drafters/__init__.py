@@ -31,7 +31,6 @@ class DrafterSpec:
     name: str
     k: int  # the k it runs at unless told otherwise
     drafts: str  # what drafts, in a line: the guide's table
-    needs_model: bool = False  # a draft model, or an MTP head the target ships
     reads_memory: bool = False  # drafts from the memory of stored replies
     needs_constraint: bool = False  # proposes only while a constraint (--json-schema, --grammar) is on
 
@@ -50,19 +49,17 @@ SPECS = (
         "reply makes to what it copies (a renamed word, hard-wrapped lines joined) and writes them into its "
         "later copies, and where a reply spells the text with other tokens it copies the text itself",
     ),
-    DrafterSpec("draft", MODEL_K, "the pair's draft model", needs_model=True),
+    DrafterSpec("draft", MODEL_K, "the pair's draft model"),
     DrafterSpec(
         "mtp",
         MODEL_K,
         "the MTP head the target ships (Qwen3.5, GLM-4.5, MiMo keep one in the checkpoint): no second model",
-        needs_model=True,
     ),
     DrafterSpec(
         "hybrid",
         MODEL_K,
         "the n-gram match when it is strong, else the draft model (or the MTP head, in a pair without one); "
         "under a constraint, the grammar's forced tokens first",
-        needs_model=True,
         reads_memory=True,
     ),
     DrafterSpec(

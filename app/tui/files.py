@@ -247,17 +247,15 @@ class FileKeys:
         terminal's choice, and nothing says), and to a file that is sure to hold it."""
         view = cast(FileView, self)
         view.app.copy_to_clipboard(text)
+        sent = f"{what} went to the terminal's clipboard (if it takes OSC 52)"
         kept = paths.data_dir() / COPIED
         try:
             kept.parent.mkdir(parents=True, exist_ok=True)
             paths.write_atomic(kept, text)
         except OSError as err:
-            why = err.strerror or err
-            view.notify(
-                f"{what} went to the terminal's clipboard (if it takes OSC 52); not saved: {why}", severity="warning"
-            )
+            view.notify(f"{sent}; not saved: {err.strerror or err}", severity="warning")
             return
-        view.notify(f"{what} went to the terminal's clipboard (if it takes OSC 52) and to {kept}", timeout=4)
+        view.notify(f"{sent} and to {kept}", timeout=4)
 
     def pick_file(self) -> None:
         view = cast(FileView, self)
