@@ -1,5 +1,5 @@
 """`python -m specchat` runs the CLI."""
 
-from specchat.cli import main
+from specchat.cli.main import main
 
 main()

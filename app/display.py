@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from specchat.stats import Round
+from specchat.decoding.stats import Round
 from specchat.textsafe import safe_text
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specchat.costmodel import CostModel
+from specchat.decoding.costmodel import CostModel
 from specchat.drafters.base import Draft, Drafter, DraftModelPart, GrammarPart, MemoryPart, NgramPart
 from specchat.drafters.memory import MAX_MATCH
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from specchat.grammar import Constraint
+    from specchat.decoding.constraint import Constraint
 
 
 @dataclass

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specchat import kvcache
+from specchat.decoding import kvcache
+from specchat.decoding.constraint import Constraint
+from specchat.decoding.sampling import SamplingParams, probs, sample
 from specchat.drafters.base import Draft, Drafter
-from specchat.grammar import Constraint
-from specchat.sampling import SamplingParams, probs, sample
 
 if TYPE_CHECKING:
-    from specchat.target import DraftingModel
+    from specchat.decoding.target import DraftingModel
 
 SINGLE_STEP_CATCH_UP = 4  # catch-ups this short are fed token by token
 

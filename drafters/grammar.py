@@ -3,7 +3,7 @@
 A JSON schema forces keys, quotes, colons, commas and braces, and the rest
 of an enum value once its first letters are out: whatever the model thinks,
 those tokens come next. Each round proposes the run the grammar forces from
-the committed state (see grammar.py: the forced text, tokenized once), up
+the committed state (see llamacpp/grammar.py: the forced text, tokenized once), up
 to k tokens, ending where the grammar allows a choice. The target verifies
 them like any draft, so the output is what constrained plain decoding gives.
 With nothing forced (or no constraint) the round is a plain step.
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specchat.decoding.constraint import Constraint
 from specchat.drafters.base import Draft, Drafter
-from specchat.grammar import Constraint
 
 
 class GrammarDrafter(Drafter):

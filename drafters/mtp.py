@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from specchat.decoding.constraint import Constraint
+from specchat.decoding.sampling import SamplingParams
+from specchat.decoding.stats import common_prefix
 from specchat.drafters.draft_model import DraftModelDrafter
-from specchat.grammar import Constraint
-from specchat.sampling import SamplingParams
-from specchat.stats import common_prefix
 
 if TYPE_CHECKING:
-    from specchat.target import MtpHeadModel
+    from specchat.decoding.target import MtpHeadModel
 
 
 class MtpDrafter(DraftModelDrafter):

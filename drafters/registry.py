@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from specchat.costmodel import CostModel
+from specchat.decoding.constraint import Constraint
+from specchat.decoding.costmodel import CostModel
+from specchat.decoding.sampling import SamplingParams
 from specchat.drafters import NAMES
 from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.base import Drafter
@@ -17,11 +19,9 @@ from specchat.drafters.mtp import MtpDrafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.drafters.textcopy import Spelling
 from specchat.errors import SpecchatError
-from specchat.grammar import Constraint
-from specchat.sampling import SamplingParams
 
 if TYPE_CHECKING:
-    from specchat.target import DraftingModel, MtpHeadModel, TargetModel
+    from specchat.decoding.target import DraftingModel, MtpHeadModel, TargetModel
 
 D = TypeVar("D", bound=Drafter)
 

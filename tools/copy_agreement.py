@@ -30,9 +30,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
-from specchat.chat import TargetSpelling
 from specchat.drafters.auto import MAX_BUCKET, copy_rates
 from specchat.drafters.ngram import NgramDrafter
+from specchat.session.chat import TargetSpelling
 from tools import replay as R
 from tools.native_compare import MT_BENCH, held_out, mt_bench
 
@@ -101,7 +101,7 @@ def main() -> int:
     ap.add_argument("--per-category", type=int, default=2, help="MT-Bench questions per category")
     ap.add_argument("--max-tokens", type=int, default=128)
     args = ap.parse_args()
-    from specchat.loader import open_session
+    from specchat.session.loader import open_session
 
     session = open_session(args.pair, drafter="off", k=16, baseline_every=0, max_tokens=args.max_tokens)
     try:

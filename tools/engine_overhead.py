@@ -37,11 +37,11 @@ from statistics import median
 import numpy as np
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
-from specchat.costmodel import interpolate
+from specchat.decoding.costmodel import interpolate
+from specchat.decoding.sampling import SamplingParams
 from specchat.drafters import K_MAX
 from specchat.drafters.registry import Drafters
-from specchat.engine import Engine
-from specchat.sampling import SamplingParams
+from specchat.engine.loop import Engine
 from tools.replay import probe_costs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -80,7 +80,7 @@ def llama_tool(tool: str, args: list[str]) -> dict | None:
 def specchat_run(target: Path, draft: Path, drafter: str, k: int, max_tokens: int, argmax: str = "") -> dict:
     """One `specchat run --json` in a fresh process: its stats, and derived figures.
     `argmax` ("host" or "graph") overrides where greedy picks are made (SPECCHAT_ARGMAX)."""
-    cmd = [sys.executable, "-m", "specchat.cli", "run", PROMPT, "--target", str(target), "--draft", str(draft),
+    cmd = [sys.executable, "-m", "specchat.cli.main", "run", PROMPT, "--target", str(target), "--draft", str(draft),
            "--drafter", drafter, "--k", str(k), "--max-tokens", str(max_tokens), "--json"]
     r = sh(cmd, env={**os.environ, "SPECCHAT_ARGMAX": argmax} if argmax else None)
     if r.returncode != 0:

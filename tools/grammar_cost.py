@@ -42,9 +42,9 @@ def main() -> None:
 
     import numpy as np
 
-    from specchat.costmodel import time_decodes
+    from specchat.decoding.costmodel import time_decodes
     from specchat.llamacpp.grammar import Grammar
-    from specchat.loader import open_session
+    from specchat.session.loader import open_session
     from specchat.bench.suites import load_suite
 
     wanted = set(filter(None, args.prompts.split(",")))
@@ -104,7 +104,7 @@ def main() -> None:
 def forced_tokens(spec, model, reply: list[int]) -> int:
     """Tokens of the reply that the grammar drafter would have drafted: those
     inside the forced text ahead of the state they were decoded from."""
-    from specchat.grammar import Constraint
+    from specchat.decoding.constraint import Constraint
     from specchat.llamacpp.grammar import Grammar
 
     c = Constraint()

@@ -176,9 +176,9 @@ def specchat_turn(drafter: str, target: Path, draft: Path, ask: Ask, args) -> di
 
 def one_turn(spec: dict) -> int:
     """What `specchat run --json --no-history` does, after a history."""
+    from specchat.cli.run import run_once
     from specchat.drafters import default_k
-    from specchat.loader import open_session
-    from specchat.run import run_once
+    from specchat.session.loader import open_session
 
     session = open_session(target=spec["target"], draft=spec["draft"], drafter=spec["drafter"],
                            k=default_k(spec["drafter"]), max_tokens=spec["max_tokens"], threads=spec["threads"])
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write every run here")
     args = ap.parse_args(argv)
 
-    from specchat.loader import pair_files
+    from specchat.session.loader import pair_files
 
     _, target, draft = pair_files(args.pair, None, None)
     assert draft is not None  # a catalog pair has a draft model

@@ -52,13 +52,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
-from specchat.chat import TargetSpelling
-from specchat.costmodel import CostModel, interpolate
+from specchat.decoding.costmodel import CostModel, interpolate
+from specchat.decoding.stats import common_prefix
 from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
-from specchat.stats import common_prefix
+from specchat.session.chat import TargetSpelling
 
 LONGEST = 48  # match lengths up to this get their own agreement rate
 WRONG = -1  # a simulated draft token that the reply never agrees with
@@ -355,7 +355,7 @@ def main() -> int:
         costs = probe_costs(json.loads(Path(args.costs).read_text()), args.target, args.draft, args.costs)
     else:
         costs = bench_costs(report)
-    from specchat.loader import open_session
+    from specchat.session.loader import open_session
 
     session = open_session(args.pair, drafter="off", k=4)
     try:

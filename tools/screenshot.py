@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pair '{pair}' is not pulled; run `specchat pull {pair}` first", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:
-        from specchat.history import History
+        from specchat.history.database import History
         from specchat.tui.app import SpecchatApp
 
         history = History(Path(tmp) / "history.sqlite3")

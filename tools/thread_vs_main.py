@@ -33,7 +33,7 @@ from tools.tui_overhead import PROMPT, count_sleeps, on_a_thread, run_plain, spr
 def serve(kind: str, pair: str, max_tokens: int) -> None:
     """One process's part: load, then decode one reply per line on stdin and
     print its tok/s, the way `kind` says."""
-    from specchat.loader import open_session
+    from specchat.session.loader import open_session
 
     def call(fn):
         return fn() if kind == "main" else on_a_thread(fn)  # main: as `specchat run`

@@ -41,7 +41,7 @@ PROMPT = "Write a Python function that reverses a list, then explain it."  # thr
 
 
 def fake_factory(step: float, drafter: str, k: int, max_tokens: int):
-    from specchat.chat import ChatSession
+    from specchat.session.chat import ChatSession
     from tests.support.tui import long_model, noisy_draft
 
     return lambda: ChatSession(long_model(step_seconds=step), load_draft_model=noisy_draft, drafter=drafter, k=k,
@@ -49,7 +49,7 @@ def fake_factory(step: float, drafter: str, k: int, max_tokens: int):
 
 
 def real_factory(pair: str, drafter: str, k: int, max_tokens: int):
-    from specchat.loader import open_session
+    from specchat.session.loader import open_session
 
     return lambda: open_session(pair, drafter=drafter, k=k, max_tokens=max_tokens)
 
@@ -87,7 +87,7 @@ async def ui_replies(session, prompt: str):
     """Replies to `prompt` inside one app (headless), each in a new chat, one
     per step of this async generator; the app stays up between steps."""
     from specchat.config import Settings
-    from specchat.history import History
+    from specchat.history.database import History
     from specchat.tui.app import SpecchatApp
     from specchat.tui.widgets import AssistantMessage, PromptInput
 

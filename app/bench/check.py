@@ -244,7 +244,7 @@ def check_pair(
 ) -> dict:
     """Measure one pair (by name, or by its files) and return the check's
     figures; a named pair's verdict is kept. Progress goes to stderr."""
-    from specchat.loader import pair_files, ships_mtp
+    from specchat.session.loader import pair_files, ships_mtp
 
     started = time.monotonic()
     suites = probe_suites(prompts)  # a bad --prompts is one line before anything loads

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from specchat.bench.scorecard import CostCurve
-from specchat.chat import ChatSession
-from specchat.costmodel import time_decodes
-from specchat.engine import prefill
-from specchat.sampling import SamplingParams, probs, sample
-from specchat.stats import TurnStats
+from specchat.decoding.costmodel import time_decodes
+from specchat.decoding.sampling import SamplingParams, probs, sample
+from specchat.decoding.stats import TurnStats
+from specchat.engine.loop import prefill
+from specchat.session.chat import ChatSession
 
 if TYPE_CHECKING:
     from specchat.drafters.textcopy import Spelling

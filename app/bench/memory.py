@@ -27,10 +27,10 @@ from rich.table import Table
 
 from specchat.bench.report import write_json
 from specchat.bench.suites import load_prompts, load_suite
-from specchat.chat import ChatSession
 from specchat.drafters import default_k
-from specchat.engine import Turn
+from specchat.engine.loop import Turn
 from specchat.errors import SpecchatError
+from specchat.session.chat import ChatSession
 from specchat.textsafe import safe_text
 
 WAYS = ("new", "one-word", "regenerate")
@@ -168,7 +168,7 @@ def run_command(
     """`specchat bench --suites memory`; `loading`: open_session's threads
     and GPU layers. Returns the exit code."""
     from specchat import checks
-    from specchat.loader import open_session
+    from specchat.session.loader import open_session
 
     if suites != ["memory"]:
         raise SpecchatError("the memory suite runs on its own", hint="pass --suites memory alone", code=2)

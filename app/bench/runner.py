@@ -51,10 +51,10 @@ from specchat.bench.public import DATASETS
 from specchat.bench.report import show, write_json
 from specchat.bench.scorecard import OFF, REFERENCE, CostCurve, Run
 from specchat.bench.suites import Prompt, Suite
-from specchat.chat import ChatSession
-from specchat.sampling import SamplingParams
-from specchat.schema import check_reply
-from specchat.stats import TurnStats, first_difference, position_counts
+from specchat.decoding.sampling import SamplingParams
+from specchat.decoding.stats import TurnStats, first_difference, position_counts
+from specchat.message.schema import check_reply
+from specchat.session.chat import ChatSession
 from specchat.textsafe import safe_text
 
 WIDE = 160  # output width when stdout is not a terminal
@@ -334,7 +334,7 @@ def open_bench_session(
     draft_n_gpu_layers: int = -1,
 ) -> tuple[ChatSession, dict]:
     """Load the pair once: (session, pair facts for the report)."""
-    from specchat.loader import open_session, pair_files
+    from specchat.session.loader import open_session, pair_files
 
     label, t_path, d_path = pair_files(pair, target, draft)
     session = open_session(

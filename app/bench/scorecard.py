@@ -12,8 +12,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from specchat.costmodel import interpolate
-from specchat.stats import TurnStats
+from specchat.decoding.costmodel import interpolate
+from specchat.decoding.stats import TurnStats
 
 OFF = "off"
 REFERENCE = "reference"  # the bare greedy loop, no engine

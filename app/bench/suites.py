@@ -19,7 +19,7 @@ from pathlib import Path
 
 from specchat import paths
 from specchat.errors import SpecchatError
-from specchat.schema import GrammarSpec, load_schema
+from specchat.message.schema import GrammarSpec, load_schema
 
 SUITES = ("code-edit", "summarize", "code-gen", "chat", "math", "json")
 

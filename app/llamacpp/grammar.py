@@ -1,7 +1,7 @@
 """A grammar bound to a model's vocabulary through llama.cpp's grammar sampler
 (`llama_sampler_init_grammar`), which masks the tokens whose text the
 grammar cannot take next; `Grammar.start()` gives the state
-`specchat.grammar.Constraint` moves through a reply.
+`specchat.decoding.constraint.Constraint` moves through a reply.
 
 What things cost on the default pair's 151,936-token vocabulary (measured
 with `python tools/grammar_cost.py`): masking a whole logits row costs about
@@ -17,7 +17,7 @@ with `python tools/grammar_cost.py`): masking a whole logits row costs about
   tokenized once; while committed tokens eat into it, the rest stays forced
   and is not probed again.
 
-Binding is bounded. schema.py refuses a grammar too big to bind quickly
+Binding is bounded. message/schema.py refuses a grammar too big to bind quickly
 before llama.cpp sees it; a small grammar whose alternatives multiply
 (each starting alike and going on differently) can still make llama.cpp
 build millions of parse stacks. So the sampler is built on a thread of its
@@ -41,12 +41,12 @@ from contextlib import contextmanager
 import numpy as np
 
 from specchat.errors import SpecchatError
-from specchat.schema import GrammarSpec
+from specchat.message.schema import GrammarSpec
 
 _CANDIDATE = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 FORCED_MAX_BYTES = 256  # longest forced run probed in one go
 _ARGMAX_CHUNK = 32  # candidates checked at a time when the argmax is refused
-BIND_SECONDS = 5.0  # a grammar within schema.py's limits binds in well under 0.1 s
+BIND_SECONDS = 5.0  # a grammar within message/schema.py's limits binds in well under 0.1 s
 
 
 # --- binding to a vocabulary ---------------------------------------------------------

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specchat.decoding.stats import TurnStats
 from specchat.display import SERVER_TOTALS, round_spans
 from specchat.server.answers import Fields, inconsistent
 from specchat.server.client import SERVER_DRAFTER
-from specchat.stats import TurnStats
 
 # --- the counters, chunk by chunk -------------------------------------------------------
 

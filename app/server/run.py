@@ -11,10 +11,10 @@ cut short is kept too, as the chat keeps it. A turn that failed is not."""
 
 from __future__ import annotations
 
+from specchat.cli.run import Output, lost_error, save_turn, write_stdout
 from specchat.display import stats_fields
 from specchat.errors import SpecchatError
-from specchat.history import History, Message
-from specchat.run import Output, lost_error, save_turn, write_stdout
+from specchat.history.database import History, Message
 from specchat.server.session import ServerSession, ServerTurn
 from specchat.textsafe import safe_json
 

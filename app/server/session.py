@@ -17,14 +17,14 @@ from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import TypedDict
 
-from specchat.dialogue import Dialogue, SessionStatus
+from specchat.decoding.sampling import SamplingParams
 from specchat.display import merge_spans
-from specchat.engine import Turn
+from specchat.engine.loop import Turn
 from specchat.errors import SpecchatError
-from specchat.sampling import SamplingParams
 from specchat.server.answers import Fields, inconsistent, read_event
 from specchat.server.client import SERVER_DRAFTER, ServerClient, StreamCut, check_url
 from specchat.server.counts import Chunk, ServerStats, Totals, _context, check_clock, clock_rate, server_stats
+from specchat.session.dialogue import Dialogue, SessionStatus
 from specchat.textsafe import safe_text
 
 # Speculation off for one request, where the server takes per-request settings.

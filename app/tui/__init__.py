@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ChatOptions:
-    """What a bare `specchat` or `specchat chat` was given (cli.py declares
+    """What a bare `specchat` or `specchat chat` was given (cli/main.py declares
     and documents each option)."""
 
     pair: str | None
@@ -55,7 +55,7 @@ def run_chat(options: ChatOptions) -> int:
     with `target` (and `draft`), on those files."""
     from specchat import checks
     from specchat.config import read_settings
-    from specchat.history import open_history
+    from specchat.history.database import open_history
     from specchat.store.pairs import known_pair
     from specchat.tui.app import SpecchatApp
     from specchat.tui.ending import Ending

@@ -17,9 +17,9 @@ from textual.message import Message
 
 from specchat import config, paths
 from specchat.config import Settings
-from specchat.costmodel import Measuring
+from specchat.decoding.costmodel import Measuring
 from specchat.errors import SpecchatError
-from specchat.history import History
+from specchat.history.database import History
 from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, LIGHT, SPEC_DEFAULTS, load_user_themes
 from specchat.tui.chatscreen import BindSchema, ChatScreen, Chosen, Shown
@@ -255,7 +255,7 @@ class SpecchatApp(App):
     # the teams hold more threads than there are cores, libgomp sleeps at every barrier.
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_session(self, pair: str, drafter: str, k: int) -> None:
-        from specchat.chat import ChatSession
+        from specchat.session.chat import ChatSession
 
         try:
             session = self.models.open(pair, drafter, k, self.settings)

@@ -1,4 +1,4 @@
-"""Branches in the chat (the history's tree is branches.py).
+"""Branches in the chat (the history's tree is history/tree.py).
 
 ctrl+b lists the conversation's messages. Picking one of yours makes a
 branch that holds what came before it and puts your message in the prompt,
@@ -26,9 +26,9 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from specchat.attach import first_line
 from specchat.display import NOT_MEASURED, measured_alpha, number
-from specchat.history import Message as Stored
+from specchat.history.database import Message as Stored
+from specchat.message.attach import first_line
 from specchat.textsafe import safe_text
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual import events
 from textual.containers import VerticalScroll
 
-from specchat.history import Message as Stored
+from specchat.history.database import Message as Stored
 from specchat.tui.widgets import AssistantMessage, PromptInput, UserMessage, stored_message
 
 FOLLOW_ROWS = 3  # a view this close to the end follows a streaming reply

@@ -20,10 +20,10 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from specchat import paths
-from specchat.attach import Attachment, file_prefix, with_files
 from specchat.checks import blank
 from specchat.errors import SpecchatError
-from specchat.schema import schema_prefix
+from specchat.message.attach import Attachment, file_prefix, with_files
+from specchat.message.schema import schema_prefix
 from specchat.textsafe import safe_text
 from specchat.tui.branching import BranchKeys, branch_note
 from specchat.tui.chatlog import ChatLog
@@ -192,7 +192,7 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
 
     @work(thread=True, exclusive=True, group="generate", exit_on_error=False)
     def generate(self, kind: str, text: str, reply, cancel) -> None:
-        from specchat.chat import ChatSession
+        from specchat.session.chat import ChatSession
 
         session, feed = self.chat.session, None
         assert session is not None  # start runs only once a pair is loaded

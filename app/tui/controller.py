@@ -14,14 +14,14 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specchat.attach import Attachment, read_attachment
 from specchat.drafters import NEEDS_CONSTRAINT, default_k
 from specchat.errors import SpecchatError
+from specchat.message.attach import Attachment, read_attachment
 from specchat.tui.conversation import Conversation
 from specchat.tui.models import Session
 
 if TYPE_CHECKING:
-    from specchat.engine import Turn
+    from specchat.engine.loop import Turn
 
 DRAFT_LOADING = "loading the draft model: the reply goes on once it has loaded"
 

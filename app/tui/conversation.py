@@ -34,13 +34,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.attach import Attachment
-from specchat.history import Conversation as StoredConversation
-from specchat.history import History, title_for
-from specchat.history import Message as Stored
+from specchat.history.database import Conversation as StoredConversation
+from specchat.history.database import History, title_for
+from specchat.history.database import Message as Stored
+from specchat.message.attach import Attachment
 
 if TYPE_CHECKING:
-    from specchat.chat import ChatSession
+    from specchat.session.chat import ChatSession
     from specchat.tui.models import Session
 
 
@@ -63,7 +63,7 @@ class Conversation:
         self.memory_on = True  # the chat's setting: draft from this user's earlier replies
         self.default_system: str | None = None  # a new conversation's system prompt (the settings')
         self.system: str | None = None  # this conversation's (/system), stored with it
-        self.branch = ""  # "branch 2/3" where the conversation has branches (branches.py)
+        self.branch = ""  # "branch 2/3" where the conversation has branches (history/tree.py)
         self.files: list[list[Attachment]] = []  # the files of each message sent here, in order
         self.reopened = False  # opened from the history: files attached before are not known
         self._edited: list[Attachment] = []  # the files of a message taken back to be edited
@@ -208,7 +208,7 @@ class Conversation:
         return self.history.load(self.record.id).messages
 
     def fork(self, upto: int) -> int:
-        """A branch holding this conversation's first `upto` messages; its id (branches.py)."""
+        """A branch holding this conversation's first `upto` messages; its id (history/tree.py)."""
         assert self.history is not None and self.record.id is not None  # stored_messages found it saved
         return self.history.fork(self.record.id, upto)
 
@@ -234,7 +234,7 @@ class Conversation:
 
     def _local(self) -> ChatSession | None:
         """The session, where it is a local pair's: only it keeps a memory."""
-        from specchat.chat import ChatSession
+        from specchat.session.chat import ChatSession
 
         return self.session if isinstance(self.session, ChatSession) else None
 

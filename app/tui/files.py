@@ -13,7 +13,7 @@ block most like one of the files attached to the conversation's messages,
 as the conversation keeps them: never a name read from a message's text),
 as a diff made on a worker (tui/writeback.py). There `w` asks before
 writing, and only `y` writes: atomically, and only while the file is still
-as it was attached (rewrite.py).
+as it was attached (message/rewrite.py).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from specchat import paths
-from specchat.attach import Attachment
 from specchat.errors import SpecchatError
-from specchat.rewrite import code_blocks, find_rewrite
+from specchat.message.attach import Attachment
+from specchat.message.rewrite import code_blocks, find_rewrite
 from specchat.textsafe import safe_text
 from specchat.tui.writeback import DiffScreen
 from specchat.walk import walk

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from specchat import checks
 from specchat.errors import SpecchatError
-from specchat.slash import command
+from specchat.message.slash import command
 from specchat.tui.screens import TextPrompt
 
 if TYPE_CHECKING:

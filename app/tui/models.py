@@ -20,11 +20,11 @@ from specchat.config import Settings
 from specchat.errors import SpecchatError
 
 if TYPE_CHECKING:
-    from specchat.dialogue import SessionStatus
-    from specchat.engine import Cancel, OnIdle, OnPrefill, OnRound, Turn
-    from specchat.sampling import SamplingParams
-    from specchat.schema import GrammarSpec
+    from specchat.decoding.sampling import SamplingParams
+    from specchat.engine.loop import Cancel, OnIdle, OnPrefill, OnRound, Turn
+    from specchat.message.schema import GrammarSpec
     from specchat.server.session import ServerSession
+    from specchat.session.dialogue import SessionStatus
 
 
 @runtime_checkable
@@ -118,7 +118,7 @@ class Models:
         self.files: tuple[str, str | None] | None = None
         self.file_pair = ""
         if target is not None or draft is not None:
-            from specchat.loader import pair_files
+            from specchat.session.loader import pair_files
 
             self.file_pair, t_path, d_path = pair_files(None, target, draft)
             self.files = (str(t_path), str(d_path) if d_path else None)
@@ -196,8 +196,8 @@ class Models:
         return local.add(name, *self.found[name]).name
 
     def open(self, pair: str, drafter: str, k: int, settings: Settings) -> Session:
-        from specchat.loader import open_session
-        from specchat.sampling import SamplingParams
+        from specchat.decoding.sampling import SamplingParams
+        from specchat.session.loader import open_session
 
         target, draft = self.files if self.files is not None and pair == self.file_pair else (None, None)
         return open_session(
@@ -266,7 +266,7 @@ class ServerModels:
         raise SpecchatError("a server offers no local files", hint="drop --server to chat on your own files")
 
     def open(self, pair: str, drafter: str, k: int, settings) -> ServerSession:
-        from specchat.sampling import SamplingParams
+        from specchat.decoding.sampling import SamplingParams
         from specchat.server.session import ServerSession
 
         session = ServerSession(

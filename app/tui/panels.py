@@ -8,7 +8,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
 
-from specchat.costmodel import Measuring
+from specchat.decoding.costmodel import Measuring
 from specchat.display import device_text, measuring_line, number
 from specchat.textsafe import safe_text
 from specchat.tui.controller import Status

@@ -17,9 +17,9 @@ from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Stati
 from textual.widgets.option_list import Option
 
 from specchat import paths
-from specchat.branches import tree_order
 from specchat.errors import SpecchatError
-from specchat.history import Conversation, Found, History
+from specchat.history.database import Conversation, Found, History
+from specchat.history.tree import tree_order
 from specchat.textsafe import safe_text
 
 
@@ -133,7 +133,7 @@ class HistoryScreen(ModalScreen[int | None]):
         def done(text: str | None) -> None:
             try:
                 self.found = self.history.search(text) if text else None
-            except SpecchatError as err:  # search is off (searchindex.py): one line, the list stays
+            except SpecchatError as err:  # search is off (history/search.py): one line, the list stays
                 self.notify(err.one_line(), severity="error", timeout=10)
                 return
             except sqlite3.Error as err:

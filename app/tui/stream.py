@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from specchat.decoding.stats import Round
 from specchat.display import round_spans
-from specchat.stats import Round
 
 if TYPE_CHECKING:
-    from specchat.engine import Turn
+    from specchat.engine.loop import Turn
     from specchat.tui.widgets import AssistantMessage
 
 BATCH_SECONDS = 0.04  # rounds reach the UI at most this often...

@@ -21,7 +21,7 @@ from textual.widgets import Markdown, Static, TextArea
 
 from specchat.checks import blank
 from specchat.display import merge_spans, shown_text, stats_fields
-from specchat.history import Message as Stored
+from specchat.history.database import Message as Stored
 from specchat.textsafe import safe_text
 from specchat.themes import span_style
 

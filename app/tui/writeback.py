@@ -4,7 +4,7 @@ rewrites, as a diff, and writing it back after `w` and then `y`.
 The diff is made on a worker, so a big file never freezes the chat: the
 screen says "diffing N lines…" until it is ready, and Esc stops it. A diff
 longer than MAX_SHOWN lines shows its first ones and says how many more
-there are. What is written, and what is refused, is rewrite.py's.
+there are. What is written, and what is refused, is message/rewrite.py's.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from specchat.attach import Attachment
 from specchat.errors import SpecchatError
-from specchat.rewrite import Changes, Rewrite, check_writable, write_back
+from specchat.message.attach import Attachment
+from specchat.message.rewrite import Changes, Rewrite, check_writable, write_back
 from specchat.textsafe import safe_text
 
 MAX_SHOWN = 2000  # diff lines drawn at most: the screen stays quick to open and scroll

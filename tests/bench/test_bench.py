@@ -17,9 +17,9 @@ from specchat.bench.report import show, write_json
 from specchat.bench.runner import Bench
 from specchat.bench.scorecard import CostCurve, Run, break_even, rows
 from specchat.bench.suites import SUITES, Prompt, Suite, load_suite
-from specchat.cli import app
+from specchat.cli.main import app
+from specchat.decoding.stats import Round, TurnStats, position_counts
 from specchat.errors import SpecchatError
-from specchat.stats import Round, TurnStats, position_counts
 
 # --- fabricated runs ----------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ TINY = Suite(
 
 @pytest.fixture(scope="module")
 def tiny_session(tiny_pair):
-    from specchat.loader import open_session
+    from specchat.session.loader import open_session
 
     target, draft = tiny_pair
     # One thread: this shared 2-core machine stalls llama.cpp's thread barriers.

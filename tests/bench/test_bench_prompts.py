@@ -15,8 +15,8 @@ from specchat.bench.plan import make_plan
 from specchat.bench.report import show
 from specchat.bench.scorecard import Run, overall
 from specchat.bench.suites import load_prompts
-from specchat.cli import app
-from specchat.stats import TurnStats
+from specchat.cli.main import app
+from specchat.decoding.stats import TurnStats
 
 
 def cli(*args: str):

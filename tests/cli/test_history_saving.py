@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from specchat.dialogue import Dialogue, answered
 from specchat.errors import SpecchatError
-from specchat.history import History, Message
+from specchat.history.database import History, Message
+from specchat.session.dialogue import Dialogue, answered
 from tests.support.tui import FakeModels, enter, make_app, notices, ready, saved, send, wait_until
 
 
@@ -159,7 +159,7 @@ sys.path[:0] = [{root!r}, {tests!r}]
 from tests.support.tui import FakeModels
 import specchat.tui.models
 specchat.tui.models.Models = lambda target, draft: FakeModels(step_seconds=0.05, max_tokens=2000)
-from specchat.cli import main
+from specchat.cli.main import main
 sys.argv = ["specchat", "chat"]
 main()
 """

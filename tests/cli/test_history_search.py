@@ -9,8 +9,8 @@ import sqlite3
 from typer.testing import CliRunner
 
 from specchat import paths
-from specchat.cli import app
-from specchat.history import SCHEMA, History, Message
+from specchat.cli.main import app
+from specchat.history.database import SCHEMA, History, Message
 from tests.support.tui import enter, make_app, ready, wait_until
 
 

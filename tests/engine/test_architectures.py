@@ -12,9 +12,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from specchat.chat import ChatSession
-from specchat.cli import app
+from specchat.cli.main import app
 from specchat.errors import SpecchatError
+from specchat.session.chat import ChatSession
 from tests.support.fake_model import FakeModel
 from tools.synth_gguf import write
 

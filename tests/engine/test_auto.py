@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.costmodel import PRIOR_SLOPE, CostModel
+from specchat.decoding.costmodel import PRIOR_SLOPE, CostModel
 from specchat.drafters.auto import EXPLORE_EVERY, WHOLE_PRIOR, Acceptance, AutoDrafter, CopyRate
 from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
-from specchat.engine import Engine
+from specchat.engine.loop import Engine
 from tests.support.engine import PROMPT, KVChecker, plain_tokens
 from tests.support.fake_model import FakeModel
 
@@ -310,9 +310,9 @@ def test_falling_behind_makes_the_draft_model_pay_for_its_catch_up():
 def test_the_drafters_hybrid_and_auto_draft_through_have_what_base_names():
     """drafters/base.py names what one drafter may ask of another; the
     registry's drafters answer all of it (and a plain drafter none of it)."""
+    from specchat.decoding.sampling import SamplingParams
     from specchat.drafters.base import Drafter, DraftModelPart, GrammarPart, NgramPart
     from specchat.drafters.registry import Drafters
-    from specchat.sampling import SamplingParams
 
     made = Drafters(lambda: FakeModel(seed=2), SamplingParams())
     assert isinstance(made.get("ngram"), NgramPart)
@@ -328,9 +328,9 @@ def test_every_drafter_in_the_table_is_built_by_the_registry_as_its_own_kind():
     """A row in drafters.SPECS is a drafter the registry builds, named as the
     row (a forgotten case in Drafters._make is an error, never a hybrid),
     with the MTP head and the draft model both on offer."""
+    from specchat.decoding.sampling import SamplingParams
     from specchat.drafters import SPECS
     from specchat.drafters.registry import Drafters
-    from specchat.sampling import SamplingParams
 
     made = Drafters(lambda: FakeModel(seed=2), SamplingParams(), load_mtp_head=lambda: FakeModel(seed=3))
     for spec in SPECS:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.loader import open_session
-from specchat.sampling import SamplingParams
+from specchat.decoding.sampling import SamplingParams
+from specchat.session.loader import open_session
 
 pytestmark = pytest.mark.real
 

@@ -15,13 +15,14 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from specchat import costmodel, keptcurve, paths
-from specchat.chat import ChatSession
-from specchat.cli import app
-from specchat.costmodel import CALIBRATION_SIZES, DRIFT_ROUNDS, SMOOTHING, CostModel, calibration_sizes, implausible
-from specchat.keptcurve import MAX_AGE_S, measured_at, save_curve, saved_curve
+from specchat import paths
+from specchat.cli.main import app
+from specchat.decoding import costmodel, keptcurve
+from specchat.decoding.costmodel import CALIBRATION_SIZES, DRIFT_ROUNDS, SMOOTHING, CostModel, calibration_sizes, implausible
+from specchat.decoding.keptcurve import MAX_AGE_S, measured_at, save_curve, saved_curve
 from specchat.display import local_fields
 from specchat.drafters import K_MAX
+from specchat.session.chat import ChatSession
 from tests.support.fake_model import FakeModel
 from tests.support.tui import FakeModels, make_app, ready, wait_until
 
@@ -229,7 +230,7 @@ async def test_the_chat_measures_the_curve_while_the_user_types(tmp_path):
 
 
 async def test_a_measurement_that_ends_clears_only_its_own_note(tmp_path):
-    from specchat.costmodel import Measuring
+    from specchat.decoding.costmodel import Measuring
     from specchat.tui.app import CurveMeasuring
 
     app = make_app(tmp_path, models=FakeModels())

@@ -13,13 +13,13 @@ import pytest
 from specchat.display import device_text
 from specchat.errors import SpecchatError
 from specchat.llamacpp.placement import argmax_where, placement
-from specchat.loader import placement_warning
+from specchat.session.loader import placement_warning
 
 # Each entry point, imported first in a fresh interpreter, must map libllama
 # before numpy is imported (native.py says why: a CUDA build with its own
 # libstdc++ segfaulted in llama_model_load_from_file when numpy came first).
-ENTRY_POINTS = ["specchat.cli", "specchat.engine", "specchat.drafters", "specchat.bench.runner",
-                "specchat.tui.app", "specchat.sampling", "specchat.llamacpp.llama", "tests.conftest"]
+ENTRY_POINTS = ["specchat.cli.main", "specchat.engine.loop", "specchat.drafters", "specchat.bench.runner",
+                "specchat.tui.app", "specchat.decoding.sampling", "specchat.llamacpp.llama", "tests.conftest"]
 
 
 @pytest.mark.parametrize("module", ENTRY_POINTS)
@@ -87,7 +87,7 @@ def test_greedy_argmax_goes_into_the_graph_only_where_the_output_layer_is_on_a_g
 def test_run_json_names_the_backend_of_target_and_draft(tiny_pair):
     target, draft = map(str, tiny_pair)
     out = subprocess.run(
-        [sys.executable, "-m", "specchat.cli", "run", "Say hi.", "--target", target, "--draft", draft,
+        [sys.executable, "-m", "specchat.cli.main", "run", "Say hi.", "--target", target, "--draft", draft,
          "--drafter", "draft", "--k", "2", "--max-tokens", "8", "--json", "--n-gpu-layers", "0"],
         capture_output=True, text=True, timeout=300,
     )
@@ -109,7 +109,7 @@ def test_the_stats_panel_names_where_each_model_runs():
 
 
 def test_baseline_samples_wait_for_warm_up_steps_only_where_the_model_runs_on_a_gpu():
-    from specchat.costmodel import WARMUP_STEPS, warmup_steps
+    from specchat.decoding.costmodel import WARMUP_STEPS, warmup_steps
 
     assert warmup_steps(placement(CUDA_LOG, 29)) == WARMUP_STEPS == 2  # CUDA graphs re-capture after a batch
     assert warmup_steps({"backend": "CPU", "device": "x", "gpu_layers": 0, "layers": 31}) == 0
@@ -195,7 +195,7 @@ def test_where_the_device_gives_no_greedy_token_the_host_keeps_the_argmax(tiny_p
 @pytest.mark.real
 @pytest.mark.parametrize("drafter", ["off", "draft", "ngram"])
 def test_a_greedy_reply_is_the_same_whether_the_argmax_is_in_the_graph_or_on_the_host(tiny_pair, monkeypatch, drafter):
-    from specchat.loader import open_session
+    from specchat.session.loader import open_session
 
     prompt = ("Rewrite this function with the variable `total` renamed to `acc`. Reply with code only.\n\n"
               "def sum_squares(values):\n    total = 0\n    for v in values:\n        total += v * v\n    return total\n")

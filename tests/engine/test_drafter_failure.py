@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.chat import ChatSession
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.ngram import NgramDrafter
-from specchat.engine import Engine
+from specchat.engine.loop import Engine
+from specchat.session.chat import ChatSession
 from tests.support.engine import PROMPT, KVChecker, PerfectDrafter, plain_tokens
 from tests.support.fake_model import FakeModel
 from tests.support.tui import FakeModels, make_app, notices, ready, send

@@ -3,7 +3,7 @@ makes up: random token streams, loops of every period, copies of earlier
 text through edits (ones that remove more than they insert among them),
 empty and one-token contexts, k from 0 to 64.
 
-Each conversation is fed as the engine feeds it (engine.py: begin, then
+Each conversation is fed as the engine feeds it (engine/loop.py: begin, then
 rounds of propose, settle and observe), with the conversation itself as the
 target: a draft is accepted as far as it agrees with what comes next.
 Whatever the stream, a drafter never raises, never drafts more than k
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specchat.costmodel import CostModel
+from specchat.decoding.costmodel import CostModel
 from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter

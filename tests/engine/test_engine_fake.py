@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from specchat.decoding.sampling import SamplingParams, probs
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.ngram import NgramDrafter
-from specchat.engine import PREFILL_CHUNK, Engine
-from specchat.sampling import SamplingParams, probs
+from specchat.engine.loop import PREFILL_CHUNK, Engine
 from tests.support.engine import (
     PROMPT,
     KVChecker,
@@ -260,7 +260,7 @@ def test_a_windows_line_end_split_over_two_rounds_stays_one_line_end():
 def test_the_plain_step_that_decodes_the_end_token_counts_in_the_baseline():
     """It costs a step and shows no token: counting tokens, one such sample in six put the
     shown baseline 17% under plain decoding (seen on the CPU in every draft-model turn)."""
-    from specchat.stats import Round, summarize
+    from specchat.decoding.stats import Round, summarize
 
     step = dict(accepted=[], rejected=[], drafter="off", plain=True, arm=True, steady=True, t_verify=0.05)
     rounds = [Round(target=5, **step) for _ in range(4)] + [Round(target=None, eos=True, **step)]

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
+from specchat.decoding.stats import first_difference
 from specchat.drafters.base import Draft, Drafter
-from specchat.loader import open_session
-from specchat.stats import first_difference
+from specchat.session.loader import open_session
 
 pytestmark = pytest.mark.real
 

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from specchat.decoding.constraint import Constraint
+from specchat.decoding.sampling import SamplingParams, probs
 from specchat.drafters.base import Drafter
 from specchat.drafters.grammar import GrammarDrafter
 from specchat.drafters.hybrid import HybridDrafter
 from specchat.drafters.ngram import NgramDrafter
-from specchat.engine import Engine
-from specchat.grammar import Constraint
-from specchat.sampling import SamplingParams, probs
+from specchat.engine.loop import Engine
 from tests.support.engine import KVChecker, PerfectDrafter, RandomDrafter
 from tests.support.fake_grammar import END, MACHINE, FakeGrammar, matches
 from tests.support.fake_model import EOS, FakeModel
@@ -172,8 +172,8 @@ def test_constrained_sampling_matches_the_masked_target_distribution(name):
 
 
 def test_every_builtin_theme_gives_grammar_tokens_their_own_colour():
+    from specchat.decoding.stats import Round
     from specchat.display import round_spans
-    from specchat.stats import Round
     from specchat.themes import BUILTIN, span_style
 
     for theme in BUILTIN:
@@ -194,7 +194,7 @@ def test_every_builtin_theme_gives_grammar_tokens_their_own_colour():
 
 def test_schema_prefix_splits_file_and_message():
     from specchat.errors import SpecchatError
-    from specchat.schema import schema_prefix
+    from specchat.message.schema import schema_prefix
 
     assert schema_prefix("/schema person.json Extract: Ana, 31.") == ("person.json", "Extract: Ana, 31.")
     assert schema_prefix("  /schema off") == ("off", "")
@@ -226,7 +226,7 @@ def json_kind(v: dict) -> str:
 
 def test_schema_lines_count_valid_replies_and_name_each_failure():
     from specchat.bench import report, scorecard
-    from specchat.stats import TurnStats
+    from specchat.decoding.stats import TurnStats
 
     def run(seq, prompt, drafter, valid, error=None):
         r = scorecard.Run(seq=seq, cycle=seq // 2, slot="A" if drafter == "off" else "B", suite="json", prompt=prompt,
@@ -251,7 +251,7 @@ def test_schema_lines_count_valid_replies_and_name_each_failure():
 @pytest.mark.parametrize("curve, drafts", [({1: 1.0, 2: 1.05, 3: 1.1, 4: 1.15, 9: 1.4}, True),
                                            ({1: 1.0, 2: 5.0, 3: 10.0, 9: 45.0}, False)])
 def test_auto_takes_the_forced_run_where_the_curve_makes_it_pay(curve, drafts):
-    from specchat.costmodel import CostModel
+    from specchat.decoding.costmodel import CostModel
     from specchat.drafters.auto import AutoDrafter
 
     model = FakeModel(seed=0)

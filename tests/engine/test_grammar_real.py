@@ -11,7 +11,7 @@ import pytest
 
 from specchat.errors import SpecchatError
 from specchat.llamacpp.grammar import Grammar
-from specchat.schema import check_reply, load_gbnf, load_schema
+from specchat.message.schema import check_reply, load_gbnf, load_schema
 from tests.support.cli import run_json, specchat
 
 DATA = Path(__file__).parents[1] / "data"
@@ -35,7 +35,7 @@ def tiny_model(tiny_pair):
 
 @pytest.mark.real
 def test_forced_text_of_a_schema_is_its_layout_up_to_each_choice(tiny_model):
-    from specchat.grammar import Constraint
+    from specchat.decoding.constraint import Constraint
 
     c = Constraint()
     c.set(Grammar(load_schema(SCHEMA), tiny_model))

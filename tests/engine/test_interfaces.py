@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from specchat.config import Settings
-from specchat.engine import TargetModel
+from specchat.engine.loop import TargetModel
 from specchat.tui.models import Models, ModelSource, ServerModels, Session
 from tests.support.fake_model import FakeModel
 from tests.support.fakeserver import Hostile, good_docs

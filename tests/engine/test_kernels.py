@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specchat import paths
-from specchat.cli import app
+from specchat.cli.main import app
 from specchat.config import read_settings
 from specchat.display import device_text
 from specchat.llamacpp import kernels

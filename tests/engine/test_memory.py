@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from specchat.chat import ChatSession
+from specchat.decoding.sampling import SamplingParams
 from specchat.drafters.memory import CAPACITY, KEY_N, MIN_MATCH, Memory, MemoryDrafter, MemoryIndex
 from specchat.drafters.ngram import NgramDrafter
-from specchat.engine import Engine
-from specchat.history import History, Message
-from specchat.sampling import SamplingParams
+from specchat.engine.loop import Engine
+from specchat.history.database import History, Message
+from specchat.session.chat import ChatSession
 from tests.support.engine import PROMPT, exact_second_token_distribution
 from tests.support.fake_model import FakeModel
 
@@ -194,8 +194,8 @@ def test_hybrid_takes_the_memory_where_its_match_is_longer():
 
 
 def test_memory_tokens_have_their_own_colour_in_every_mode_and_theme():
+    from specchat.decoding.stats import Round
     from specchat.display import round_spans
-    from specchat.stats import Round
     from specchat.themes import BUILTIN, span_style
 
     for theme in BUILTIN:
@@ -211,7 +211,7 @@ def test_memory_tokens_have_their_own_colour_in_every_mode_and_theme():
 def test_run_with_a_history_it_cannot_read_or_write_still_prints_the_reply(tmp_path, capsys):
     import json
 
-    from specchat.run import run_once
+    from specchat.cli.run import run_once
 
     history = History(tmp_path / "history.sqlite3")
     history.db.close()  # every read and write now fails, as a database gone bad under specchat would
@@ -226,7 +226,7 @@ def test_run_with_a_history_it_cannot_read_or_write_still_prints_the_reply(tmp_p
 
 
 def test_the_grammars_forced_tokens_in_a_hybrid_round_are_not_counted_as_the_memorys():
-    from specchat.stats import Round, summarize
+    from specchat.decoding.stats import Round, summarize
 
     mixed = Round(accepted=[1, 2, 3, 4, 5], rejected=[9], target=6, drafter="memory", plain=False, forced=2, mode="hybrid")
     assert summarize([mixed], 1.0).memory_accepted == 3

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from specchat.drafters.memory import PROMPT_TAIL
-from specchat.history import History
-from specchat.loader import open_session
+from specchat.history.database import History
+from specchat.session.loader import open_session
 from tests.support.cli import specchat
 
 QUESTION = "Write a short poem about a lighthouse keeper and the sea."

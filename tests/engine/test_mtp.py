@@ -13,10 +13,10 @@ import pytest
 from scipy.stats import chisquare
 from typer.testing import CliRunner
 
-from specchat import kvcache
-from specchat.cli import app
-from specchat.engine import Engine
-from specchat.sampling import SamplingParams, probs
+from specchat.cli.main import app
+from specchat.decoding import kvcache
+from specchat.decoding.sampling import SamplingParams, probs
+from specchat.engine.loop import Engine
 from tools.synth_gguf import write
 
 PROMPT = "Repeat after me: red green blue red green blue."
@@ -130,8 +130,8 @@ def test_mtp_on_a_target_without_a_head_is_one_line(tiny_pair):
 
 
 def test_mtp_tokens_have_their_own_colour_in_every_mode_and_theme():
+    from specchat.decoding.stats import Round
     from specchat.display import round_spans
-    from specchat.stats import Round
     from specchat.themes import BUILTIN, SPEC_VARIABLES, span_style
 
     for theme in BUILTIN:

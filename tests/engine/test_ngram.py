@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specchat.chat import ChatSession, TargetSpelling
 from specchat.drafters.ngram import CANDIDATES, MAX_EXTEND, NgramDrafter
 from specchat.llamacpp.llama import Model
+from specchat.session.chat import ChatSession, TargetSpelling
 
 
 def brute_lookup(tokens: list[int], n_min: int, n_max: int):

@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
+from specchat.decoding.stats import Round, mean_interval, summarize
 from specchat.display import local_fields, speedup_text
-from specchat.stats import Round, mean_interval, summarize
 
 
 def plain(seconds: float) -> Round:

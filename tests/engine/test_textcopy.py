@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.chat import TargetSpelling
-from specchat.costmodel import CostModel
+from specchat.decoding.costmodel import CostModel
 from specchat.drafters.auto import LINE_PRIOR, AutoDrafter, copy_rates
 from specchat.drafters.ngram import NgramDrafter
 from specchat.drafters.textcopy import TextCopy
 from specchat.llamacpp.llama import Model
+from specchat.session.chat import TargetSpelling
 
 pytestmark = pytest.mark.real
 

@@ -8,9 +8,9 @@ import sqlite3
 from array import array
 
 from specchat import paths
-from specchat.chat import ChatSession
 from specchat.drafters.memory import SEP
-from specchat.tokencache import TokenCache
+from specchat.session.chat import ChatSession
+from specchat.session.tokencache import TokenCache
 from tests.support.fake_model import FakeModel
 
 REPLIES = [(n, f"question {n}", f"the answer to question {n} is {n * 7}") for n in range(50)]

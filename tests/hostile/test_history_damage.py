@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from specchat import paths
-from specchat.branches import tree_order
 from specchat.errors import SpecchatError
-from specchat.history import History, Message
-from specchat.searchindex import REBUILT
+from specchat.history.database import History, Message
+from specchat.history.search import REBUILT
+from specchat.history.tree import tree_order
 from specchat.server.session import ServerSession
 from specchat.tui.branching import BranchScreen
 from specchat.tui.models import chat_models
@@ -337,7 +337,7 @@ def test_run_on_a_server_keeps_the_turn_in_the_history(serve, specchat_home):
 @pytest.mark.parametrize("json_out", [False, True])
 def test_run_on_a_server_into_a_full_stdout_is_one_line_and_keeps_the_turn(serve, specchat_home, json_out):
     url = serve(good_docs())
-    command = [sys.executable, "-m", "specchat.cli", "run", "--server", url, "Say hello"]
+    command = [sys.executable, "-m", "specchat.cli.main", "run", "--server", url, "Say hello"]
     with open("/dev/full", "wb") as full:
         done = subprocess.run([*command, *(["--json"] if json_out else [])], stdout=full, stderr=subprocess.PIPE, timeout=120)
     assert done.returncode == 1

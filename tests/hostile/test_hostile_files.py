@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from specchat.config import Settings
-from specchat.history import History, Message, to_markdown
+from specchat.history.database import History, Message, to_markdown
 from specchat.themes import load_user_themes
 from specchat.tui.widgets import AssistantMessage, ReplyBody, UserMessage
 from tests.support.tui import make_app, ready, segments, send, wait_until

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from specchat.cli import app
+from specchat.cli.main import app
 from specchat.errors import SpecchatError
 from specchat.store.compat import read_architecture_kinds, read_vocab
 from tools.synth_gguf import write
@@ -301,7 +301,7 @@ def test_any_settings_pairs_theme_or_suite_bytes_end_in_a_value_or_one_line(spec
                  st.integers(1, 30_000).map(lambda d: b"[" * d + b"]" * d)))
 def test_any_json_specchat_keeps_reads_as_a_value_or_nothing(specchat_home, raw):
     """local-pairs.json, verdicts.json, cost curves, kernels: a value, None, or one SpecchatError."""
-    from specchat.keptcurve import saved_curve
+    from specchat.decoding.keptcurve import saved_curve
     from specchat.llamacpp import kernels
     from specchat.store import local, verdicts
     from specchat.store.files import read_json

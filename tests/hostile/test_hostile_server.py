@@ -493,7 +493,7 @@ def on_mount(self):
     self.set_interval(0.05, send)
 
 SpecchatApp.on_mount = on_mount
-from specchat.cli import main
+from specchat.cli.main import main
 main()
 """
 

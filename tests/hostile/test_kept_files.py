@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat import kept, keptcurve, paths
+from specchat import kept, paths
+from specchat.decoding import keptcurve
 from specchat.llamacpp import kernels
 
 CHILD_SECONDS = 120  # a child imports specchat and reads one file: seconds, even on a busy machine
@@ -92,7 +93,7 @@ def test_a_planted_kernels_json_is_probed_again_and_replaced(kind, tmp_path):
 
 
 CURVE = """
-    from specchat import keptcurve
+    from specchat.decoding import keptcurve
     print(keptcurve.saved_curve("k"), keptcurve.measured_at("k"))
     keptcurve.save_curve("k", {1: 0.01, 2: 0.015, 4: 0.03})
     print(keptcurve.saved_curve("k"))
@@ -111,7 +112,7 @@ def test_a_planted_cost_curves_json_is_no_curve_and_is_replaced(kind):
 
 
 TOKENS = """
-    from specchat.tokencache import TokenCache
+    from specchat.session.tokencache import TokenCache
     for _ in range(2):
         cache = TokenCache("m", None, n_vocab=24)
         print(cache.db is not None, cache.tokens("q", "r", lambda q, r: [1, 2]), cache.hits)

@@ -16,8 +16,8 @@ from pathlib import Path
 from rich.console import Console
 
 from specchat.config import Settings, read_settings, save_settings
-from specchat.history import Conversation, Message, to_markdown
-from specchat.stats import Round
+from specchat.decoding.stats import Round
+from specchat.history.database import Conversation, Message, to_markdown
 from specchat.store.catalog import load_catalog
 from specchat.themes import load_user_themes
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, UserMessage
@@ -132,7 +132,7 @@ async def test_a_stored_reply_with_escapes_shows_them_visibly(tmp_path):
 
 
 def test_run_prints_model_text_with_escapes_made_visible():
-    from specchat.run import round_text
+    from specchat.cli.run import round_text
 
     r = Round(accepted=[1], rejected=[2], target=3, drafter="ngram", plain=False,
               accepted_text="a\x1b[2J", rejected_text="\x1b]0;x\x07", target_text="b\x9bc\ud800")
@@ -214,7 +214,7 @@ def test_chat_starts_in_a_read_only_data_folder_without_saving(tmp_path):
 
 
 def test_a_garbage_history_is_kept_aside_and_a_fresh_one_started(tmp_path):
-    from specchat.history import open_history
+    from specchat.history.database import open_history
 
     path = tmp_path / "history.sqlite3"
     garbage = b"this is not a database at all " * 100
@@ -236,7 +236,7 @@ def test_a_foreign_database_is_kept_aside_too(tmp_path):
     db.execute("CREATE TABLE conversations (x)")
     db.commit()
     db.close()
-    from specchat.history import open_history
+    from specchat.history.database import open_history
 
     history, note = open_history(path)
     assert history is not None and "not a specchat history" in note
@@ -244,7 +244,7 @@ def test_a_foreign_database_is_kept_aside_too(tmp_path):
 
 
 def test_a_read_only_data_folder_means_chatting_without_saving(tmp_path):
-    from specchat.history import open_history
+    from specchat.history.database import open_history
 
     folder = tmp_path / "data"
     with read_only(folder):

@@ -12,9 +12,9 @@ import gguf
 import numpy as np
 import pytest
 
-from specchat.chat import ChatSession
 from specchat.config import Settings, load_settings, read_settings, save_settings
 from specchat.errors import SpecchatError
+from specchat.session.chat import ChatSession
 from specchat.store import local
 from specchat.store.catalog import load_catalog
 from tests.support.gguf import TOKENS

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.history import History
-from specchat.run import STDIN_MAX_BYTES
+from specchat.cli.run import STDIN_MAX_BYTES
+from specchat.history.database import History
 
 ROOT = Path(__file__).resolve().parents[2]
 # The bounds the chat promises, and room for a busy machine on top: a chat
@@ -43,7 +43,7 @@ class Models(FakeModels):
         return super().open(*args)
 
 specchat.tui.models.Models = lambda target, draft: Models(step_seconds={step_s}, max_tokens=2000)
-from specchat.cli import main
+from specchat.cli.main import main
 sys.argv = ["specchat", "chat"]
 main()
 """
@@ -237,10 +237,10 @@ import sys
 sys.path[:0] = [{root!r}]
 from tests.support.tui import FakeModels
 from specchat.config import Settings
-import specchat.loader
-specchat.loader.open_session = lambda *a, **kw: FakeModels(max_tokens=kw["max_tokens"]).open(
+import specchat.session.loader
+specchat.session.loader.open_session = lambda *a, **kw: FakeModels(max_tokens=kw["max_tokens"]).open(
     "fake-pair", kw["drafter"], kw["k"], Settings())
-from specchat.cli import main
+from specchat.cli.main import main
 sys.argv = ["specchat", "run", *sys.argv[1:]]
 main()
 """
@@ -250,7 +250,7 @@ NO_MODELS = {"SPECCHAT_MODELS": ""}  # nothing pulled: a prompt that gets past i
 def run(*args: str, stdin=None, stdout=None, input: bytes | None = None, close_stdout: bool = False, fake=True):
     """`specchat run ARGS` in its own process: on the fake pair (`fake`), or the real command."""
     command = [sys.executable, "-c", RUN.format(root=str(ROOT)), *args] if fake else [
-        sys.executable, "-m", "specchat.cli", "run", *args]  # fmt: skip
+        sys.executable, "-m", "specchat.cli.main", "run", *args]  # fmt: skip
 
     def limits() -> None:
         import resource

@@ -16,9 +16,9 @@ from textual.content import Content
 from textual.notifications import Notification
 from textual.widgets._toast import Toast
 
-from specchat.history import Conversation, Message, to_markdown
-from specchat.run import round_text
-from specchat.stats import Round
+from specchat.cli.run import round_text
+from specchat.decoding.stats import Round
+from specchat.history.database import Conversation, Message, to_markdown
 from specchat.textsafe import safe_json, safe_text
 from specchat.tui.app import SpecchatApp
 from specchat.tui.screens import conversation_line

@@ -11,9 +11,9 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from specchat.bench import report
-from specchat.chat import ChatSession
-from specchat.cli import app
+from specchat.cli.main import app
 from specchat.server.client import ServerClient, shown_url
+from specchat.session.chat import ChatSession
 from specchat.tui.keys import keymap_conflicts
 from tests.support.tui import long_model, make_app, ready
 

@@ -21,13 +21,14 @@ import pytest
 from textual.widgets import OptionList, Static
 from typer.testing import CliRunner
 
-from specchat import linediff, paths
-from specchat.attach import read_attachment
+from specchat import paths
 from specchat.bench.suites import load_prompts
-from specchat.cli import app as cli
+from specchat.cli.main import app as cli
 from specchat.errors import SpecchatError
-from specchat.history import History, Message
-from specchat.rewrite import Rewrite, check_writable, find_rewrite, write_back
+from specchat.history.database import History, Message
+from specchat.message import linediff
+from specchat.message.attach import read_attachment
+from specchat.message.rewrite import Rewrite, check_writable, find_rewrite, write_back
 from specchat.tui.files import NO_FILE, FilePicker
 from specchat.tui.screens import HistoryScreen
 from specchat.tui.widgets import AssistantMessage

@@ -95,7 +95,7 @@ def test_run_prints_the_stats_line_from_the_server(spec_server):
 
 @pytest.mark.real
 def test_chunk_colours_are_the_themes_accepted_colour(spec_server):
-    from specchat.run import round_text  # what `run --server` prints each chunk with
+    from specchat.cli.run import round_text  # what `run --server` prints each chunk with
     from specchat.server.session import ServerSession
     from specchat.themes import SPEC_DEFAULTS
 

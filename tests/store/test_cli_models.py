@@ -11,7 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from specchat.cli import app
+from specchat.cli.main import app
 
 DATA = os.urandom(300_000)
 
@@ -135,7 +135,7 @@ def test_custom_pair_through_the_cli(hub_server, tmp_path, specchat_home):
 def test_real_command_exits_without_a_traceback(specchat_home):
     env = {**os.environ, "SPECCHAT_HOME": str(specchat_home)}
     done = subprocess.run(
-        [sys.executable, "-c", "from specchat.cli import main; main()", "pull", "nope"],
+        [sys.executable, "-c", "from specchat.cli.main import main; main()", "pull", "nope"],
         capture_output=True,
         text=True,
         env=env,

@@ -11,7 +11,7 @@ import pytest
 from textual.widgets import OptionList
 from typer.testing import CliRunner
 
-from specchat.cli import app as cli_app
+from specchat.cli.main import app as cli_app
 from specchat.config import Settings
 from specchat.store import local
 from specchat.tui.app import SpecchatApp

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specchat.cli import app
+from specchat.cli.main import app
 from specchat.store import local
 
 
@@ -24,7 +24,7 @@ def cli(*args: str):
 
 def specchat(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "specchat.cli", *args], capture_output=True, text=True, timeout=600, env=dict(os.environ)
+        [sys.executable, "-m", "specchat.cli.main", *args], capture_output=True, text=True, timeout=600, env=dict(os.environ)
     )
 
 

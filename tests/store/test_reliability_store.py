@@ -18,7 +18,7 @@ from rich.console import Console
 
 from specchat.config import Settings
 from specchat.errors import SpecchatError
-from specchat.history import History
+from specchat.history.database import History
 from specchat.store import files as store
 from specchat.store.catalog import load_catalog
 from specchat.store.pairs import resolve_pair

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specchat.cli import app
+from specchat.cli.main import app
 from specchat.store import local, scan
 from tests.support.clock import steady_timer
 from tests.support.deep import nested_folders
@@ -162,7 +162,7 @@ def test_scan_add_registers_the_pair_and_run_decodes_on_it(laid_out, specchat_ho
     assert pair.draft.sha256 == laid_out["draft"].name.removeprefix("sha256-")  # Ollama names blobs by it
 
     r = subprocess.run(
-        [sys.executable, "-m", "specchat.cli", "run", "def add(a, b):", "--pair", pair.name,
+        [sys.executable, "-m", "specchat.cli.main", "run", "def add(a, b):", "--pair", pair.name,
          "--drafter", "draft", "--k", "2", "--max-tokens", "3", "--json"],
         capture_output=True, text=True, timeout=600, env=dict(os.environ),
     )  # fmt: skip

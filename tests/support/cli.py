@@ -10,7 +10,7 @@ import sys
 
 def specchat(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "specchat.cli", *args],
+        [sys.executable, "-m", "specchat.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -9,7 +9,7 @@ def steady_timer(monkeypatch, jitter: float = 0.0):
     4 ms, give or take `jitter` (0.5: ±50%); the probe's runs keep the real clock."""
     import random
 
-    from specchat import costmodel
+    from specchat.decoding import costmodel
 
     rng, now = random.Random(7), [0.0]
 

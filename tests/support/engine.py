@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specchat.decoding.sampling import SamplingParams, probs
 from specchat.drafters.base import Draft, Drafter
-from specchat.engine import Engine
-from specchat.sampling import SamplingParams, probs
+from specchat.engine.loop import Engine
 from tests.support.fake_model import EOS, FakeModel
 
 PROMPT = [5, 9, 3, 7, 5, 9, 3, 11, 2, 5, 9]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specchat.cli import app as cli_app
+from specchat.cli.main import app as cli_app
 from specchat.store import files as store
 from specchat.store.catalog import ModelFile
 
@@ -28,7 +28,7 @@ def specchat(
     """The real command, in its own process. Arguments may be bytes (not UTF-8);
     `input` is piped to its stdin, or `stdin` is a file (descriptor) to read."""
     return subprocess.run(
-        [sys.executable, "-m", "specchat.cli", *args],
+        [sys.executable, "-m", "specchat.cli.main", *args],
         capture_output=True,
         timeout=timeout,
         env={**os.environ, **(env or {})},
@@ -84,7 +84,7 @@ def no_controls(text: str) -> bool:
 def chat_headless(patch: str, home) -> subprocess.CompletedProcess:
     """`specchat chat` in a real process with a headless driver, SpecchatApp
     patched first by `patch` (code that may use the name SpecchatApp)."""
-    code = f"from specchat.tui.app import SpecchatApp\n{patch}from specchat.cli import main\nmain()\n"
+    code = f"from specchat.tui.app import SpecchatApp\n{patch}from specchat.cli.main import main\nmain()\n"
     env = {**os.environ, "SPECCHAT_HOME": str(home), "TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
     return subprocess.run([sys.executable, "-c", code, "chat"], capture_output=True, env=env, timeout=120)
 

@@ -12,10 +12,10 @@ import numpy as np
 from rich.style import Style
 from textual.geometry import Region
 
-from specchat.chat import ChatSession
 from specchat.config import Settings
-from specchat.history import History
-from specchat.sampling import SamplingParams
+from specchat.decoding.sampling import SamplingParams
+from specchat.history.database import History
+from specchat.session.chat import ChatSession
 from specchat.tui.app import SpecchatApp
 from specchat.tui.models import PairInfo
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, ReplyChunk
@@ -246,7 +246,7 @@ class TinyPair:
     add_found = FakeModels.add_found
 
     def open(self, pair, drafter, k, settings):
-        from specchat.loader import open_session
+        from specchat.session.loader import open_session
 
         return open_session(
             target=str(self.target),

@@ -12,7 +12,7 @@ from textual.widgets import OptionList
 
 from specchat import paths
 from specchat.config import load_settings
-from specchat.history import History
+from specchat.history.database import History
 from specchat.tui.branching import BranchScreen
 from specchat.tui.panels import StatusBar
 from specchat.tui.screens import HistoryScreen, TextPrompt

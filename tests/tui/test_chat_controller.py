@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.chat import ChatSession
 from specchat.drafters import NAMES
 from specchat.errors import SpecchatError
-from specchat.schema import GrammarSpec
+from specchat.message.schema import GrammarSpec
+from specchat.session.chat import ChatSession
 from specchat.tui.controller import ChatController, Notice
 from specchat.tui.conversation import Conversation
 from tests.support.tui import long_model, noisy_draft

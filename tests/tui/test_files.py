@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, OptionList, Static
 
-from specchat.history import History, Message
+from specchat.history.database import History, Message
 from specchat.tui import files
 from specchat.tui.files import MAX_FILES, REOPENED, FilePicker, files_under, size_label
 from specchat.tui.panels import StatusBar

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from specchat.chat import ChatSession
 from specchat.config import read_settings
-from specchat.history import History, Message
+from specchat.history.database import History, Message
+from specchat.session.chat import ChatSession
 from specchat.tui.panels import StatsPanel
 from tests.support.tui import FakeModels, make_app, notices, ready, send, wait_until
 from tests.support.words import QUESTION, WordModel

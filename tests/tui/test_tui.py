@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from specchat.chat import ChatSession
 from specchat.config import Settings
+from specchat.session.chat import ChatSession
 from specchat.tui.panels import StatusBar
 from specchat.tui.widgets import AssistantMessage, ReplyBody, ReplyChunk, StatsLine
 from tests.support.fake_model import FakeModel

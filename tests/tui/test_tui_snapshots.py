@@ -8,8 +8,8 @@ import pytest
 
 from specchat import display
 from specchat.config import Settings
-from specchat.history import History, Message
-from specchat.stats import Round
+from specchat.decoding.stats import Round
+from specchat.history.database import History, Message
 from specchat.tui.widgets import PromptInput
 from tests.support.tui import FakeModels, make_app, wait_until
 

@@ -33,13 +33,13 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.text import Text
 
-from specchat.chat import ChatSession
-from specchat.costmodel import Measuring
+from specchat.decoding.costmodel import Measuring
+from specchat.decoding.stats import Round, TurnStats, first_difference
 from specchat.display import measuring_line, round_spans, shown_text, spans, stats_fields
-from specchat.engine import Turn
+from specchat.engine.loop import Turn
 from specchat.errors import SpecchatError
-from specchat.history import History, Message
-from specchat.stats import Round, TurnStats, first_difference
+from specchat.history.database import History, Message
+from specchat.session.chat import ChatSession
 from specchat.textsafe import safe_json, safe_text
 from specchat.themes import SPEC_DEFAULTS, span_style
 

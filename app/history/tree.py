@@ -19,10 +19,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from specchat.searchindex import SearchIndex, mended
+from specchat.history.search import SearchIndex, mended
 
 if TYPE_CHECKING:
-    from specchat.stored import Conversation
+    from specchat.history.rows import Conversation
 
 # Columns a history made before branches lacks; History adds them when it opens one.
 COLUMNS = {

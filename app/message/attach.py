@@ -30,7 +30,7 @@ from pathlib import Path
 
 from specchat import paths
 from specchat.errors import SpecchatError
-from specchat.slash import prefixed
+from specchat.message.slash import prefixed
 
 MAX_BYTES = 256 * 1024  # a source file or a report; a bigger one would not fit most contexts anyway
 FILE_PREFIX = "/file"

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specchat import checks
-from specchat.chat import ChatSession
+from specchat.decoding.sampling import SamplingParams
 from specchat.errors import SpecchatError
-from specchat.sampling import SamplingParams
+from specchat.session.chat import ChatSession
 
 
 def pair_files(pair: str | None, target: str | None, draft: str | None) -> tuple[str, Path, Path | None]:

@@ -17,20 +17,20 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from specchat.costmodel import CostModel, Measuring, calibration_sizes, warmup_steps
-from specchat.dialogue import Dialogue, SessionStatus
+from specchat.decoding.constraint import Constraint
+from specchat.decoding.costmodel import CostModel, Measuring, calibration_sizes, warmup_steps
+from specchat.decoding.keptcurve import KeptCurve
+from specchat.decoding.sampling import SamplingParams
+from specchat.decoding.target import MtpHeadModel, TargetModel
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
-from specchat.engine import Engine, OnPrefill, Turn
+from specchat.engine.loop import Engine, OnPrefill, Turn
 from specchat.errors import SpecchatError
-from specchat.grammar import Constraint
-from specchat.keptcurve import KeptCurve
 from specchat.llamacpp.grammar import Grammar
-from specchat.sampling import SamplingParams
-from specchat.schema import GrammarSpec
-from specchat.target import MtpHeadModel, TargetModel
-from specchat.tokencache import TokenCache
+from specchat.message.schema import GrammarSpec
+from specchat.session.dialogue import Dialogue, SessionStatus
+from specchat.session.tokencache import TokenCache
 
 
 def no_drafting(target: TargetModel, pair: str) -> str:

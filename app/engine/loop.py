@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specchat import kvcache
-from specchat.costmodel import CostModel
+from specchat.decoding import kvcache
+from specchat.decoding.constraint import Constraint
+from specchat.decoding.costmodel import CostModel
+from specchat.decoding.sampling import SamplingParams, accept_or_correct, probs, sample
+from specchat.decoding.stats import Round, TurnStats, common_prefix, summarize
+from specchat.decoding.target import TargetModel
 from specchat.drafters.base import Draft, Drafter
+from specchat.engine.pieces import PieceDecoder
 from specchat.errors import SpecchatError
-from specchat.grammar import Constraint
-from specchat.pieces import PieceDecoder
-from specchat.sampling import SamplingParams, accept_or_correct, probs, sample
-from specchat.stats import Round, TurnStats, common_prefix, summarize
-from specchat.target import TargetModel
 
 MIN_SAMPLES = 3  # at least this many baseline samples in a long enough turn
 ARM_SAMPLES = 4  # steady samples a do-nothing run takes once it has warmed up

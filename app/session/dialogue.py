@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from specchat.engine import Cancel, OnIdle, OnPrefill, OnRound, Turn
+from specchat.engine.loop import Cancel, OnIdle, OnPrefill, OnRound, Turn
 from specchat.errors import SpecchatError
 
 

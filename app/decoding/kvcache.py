@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specchat.stats import common_prefix
+from specchat.decoding.stats import common_prefix
 
 
 def sync(model, tokens: Sequence[int], *, logits: bool, one_by_one: int = 0) -> int:

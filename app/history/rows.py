@@ -1,6 +1,6 @@
 """What the history holds, as the chat reads it: a Message, a
 Conversation, and the checks every stored row passes before any reader
-meets it (history.py reads through these): an unknown role, a span whose
+meets it (database.py reads through these): an unknown role, a span whose
 text is a number, stats that are a list, NaN or absurd counts make the
 Message carry `problem` instead."""
 
@@ -35,7 +35,7 @@ class Conversation:
     updated: float = 0.0
     n_messages: int = 0
     messages: list[Message] = field(default_factory=list)
-    parent: int | None = None  # the conversation it branched from (branches.py)
+    parent: int | None = None  # the conversation it branched from (tree.py)
     system: str | None = None  # its own system prompt; None: the settings' default
 
 

@@ -1,6 +1,6 @@
 """The `specchat` command: the chat, `run` and `bench` here, the model
-commands in cli_models.py, the shared options and the one place a
-SpecchatError becomes an error line in cliopts.py. Each subcommand parses
+commands in models.py, the shared options and the one place a
+SpecchatError becomes an error line in options.py. Each subcommand parses
 its options and hands off to the module that owns the work; heavy imports (llama_cpp, Textual)
 happen only inside the command that needs them, so `--help` stays fast."""
 
@@ -11,9 +11,9 @@ import sys
 
 import typer
 
-from specchat.cli_history import history_app
-from specchat.cli_models import models_app, pull, rm
-from specchat.cliopts import (
+from specchat.cli.history import history_app
+from specchat.cli.models import models_app, pull, rm
+from specchat.cli.options import (
     BASELINE,
     BASELINE_SERVER,
     CONTINUE,
@@ -99,7 +99,7 @@ main_callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 )
 
 
-# --- models: pull / models / rm (cli_models.py) ---------------------------------------
+# --- models: pull / models / rm (models.py) ---------------------------------------
 
 app.command()(pull)
 app.add_typer(models_app, name="models")
@@ -196,10 +196,10 @@ def run(
     """Generate one reply and show how speculation did. On a terminal the
     reply streams in colour; piped or redirected, stdout is the reply alone."""
     from specchat import checks
-    from specchat.attach import read_attachment, with_files
-    from specchat.loader import open_session
-    from specchat.run import run_once
-    from specchat.sampling import SamplingParams
+    from specchat.cli.run import run_once
+    from specchat.decoding.sampling import SamplingParams
+    from specchat.message.attach import read_attachment, with_files
+    from specchat.session.loader import open_session
 
     set_extra_bufts(extra_bufts)
     attached = [read_attachment(path) for path in files or []]  # a bad file is one line before any model loads
@@ -278,7 +278,7 @@ def run(
 
 def _history():
     """The history `run` drafts from and records in; a note on stderr where it is not the usual one."""
-    from specchat.history import open_history
+    from specchat.history.database import open_history
     from specchat.textsafe import safe_text
 
     history, note = open_history(busy=5.0)  # one turn to record: waiting out another process's lock is fine
@@ -303,7 +303,7 @@ def _prompt(arg: str | None) -> str:
             code=2,
             hint='specchat run "your message", or pipe it in: echo "your message" | specchat run',
         )
-    from specchat.run import stdin_prompt
+    from specchat.cli.run import stdin_prompt
 
     return checks.prompt(stdin_prompt(), "the prompt on stdin")
 

@@ -2,7 +2,7 @@
 GBNF by llama-cpp-python's converter and laid out the way `json.dumps`
 writes JSON) or a GBNF grammar (`--grammar FILE.gbnf`) becomes a
 `GrammarSpec`; a finished reply is checked against it; a chat message may
-start with `/schema FILE`. grammar.py binds a spec to a vocabulary.
+start with `/schema FILE`. llamacpp/grammar.py binds a spec to a vocabulary.
 
 Also owned here: how big a grammar may be, and which schema keywords the
 converter ignores.
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat.errors import SpecchatError
-from specchat.slash import prefixed
+from specchat.message.slash import prefixed
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a schema or grammar file is read whole: past this it is no grammar to bind
 MAX_ALTERNATIVES = 2_000  # as `alternatives` counts them

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from specchat import kept
-from specchat.costmodel import CostModel, Measuring, implausible
+from specchat.decoding.costmodel import CostModel, Measuring, implausible
 
 MAX_AGE_S = 30 * 86400  # a kept curve older than this is measured again
 CURVES = "cost-curves.json"  # in the data folder

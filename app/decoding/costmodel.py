@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specchat import kvcache
+from specchat.decoding import kvcache
 
 # On a CPU: every size up to 8, then the usual draft lengths up to the
 # longest verify (k = 64: 65 positions). CPU kernels change at batch sizes

@@ -31,9 +31,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specchat import linediff, paths
-from specchat.attach import Attachment, text_of
+from specchat import paths
 from specchat.errors import SpecchatError
+from specchat.message import linediff
+from specchat.message.attach import Attachment, text_of
 
 MIN_LIKENESS = 0.3  # a block less like every attached file than this rewrites none of them
 

@@ -21,7 +21,7 @@ history_app = typer.Typer(
 def _opened():
     """The history, opened for reading: a SpecchatError where it cannot be."""
     from specchat.errors import SpecchatError
-    from specchat.history import open_history
+    from specchat.history.database import open_history
     from specchat.textsafe import safe_text
 
     history, note = open_history()

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from specchat.schema import GrammarSpec, check_reply
+from specchat.message.schema import GrammarSpec, check_reply
 
 
 class GrammarState(Protocol):

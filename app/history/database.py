@@ -16,10 +16,10 @@ A history that cannot be used never stops the chat (`open_history`): a file
 that is not a history database is renamed aside and a fresh one started; a
 folder that cannot be written means chatting without saving. Either way the
 app says so once. A damaged search index never stops saving either
-(searchindex.py): it is rebuilt, and what it tells the user goes to
+(search.py): it is rebuilt, and what it tells the user goes to
 `on_note`, once.
 
-Every row is checked where it is read (`History.list`, `History.load`, by stored.py), so
+Every row is checked where it is read (`History.list`, `History.load`, by rows.py), so
 no reader meets a value specchat would not have written: a message row that
 is not one (an unknown role, a span whose text is a number, stats that are
 a list, NaN or absurd counts) comes back as a Message with `problem` set,
@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from specchat import paths
-from specchat.attach import first_line
-from specchat.branches import Tree
 from specchat.display import NOT_MEASURED, measured_acceptance, measured_alpha, number
-from specchat.searchindex import Found, SearchIndex, mended
-from specchat.stored import Conversation, Message, read_conversation, read_message
+from specchat.history.rows import Conversation, Message, read_conversation, read_message
+from specchat.history.search import Found, SearchIndex, mended
+from specchat.history.tree import Tree
+from specchat.message.attach import first_line
 from specchat.textsafe import safe_text, storable
 
 BUSY_SECONDS = 0.5  # how long one statement waits for another process's lock before it fails
@@ -134,7 +134,7 @@ class History(Tree):
     @_locked
     def search(self, text: str) -> list[Found]:
         """Messages holding `text` (its words, in order), best match first;
-        a SpecchatError where search is off (searchindex.py)."""
+        a SpecchatError where search is off (search.py)."""
         return self.index.search(text)
 
     @_locked

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from specchat.cliopts import DRAFT, EXTRA_BUFTS, TARGET, set_extra_bufts
+from specchat.cli.options import DRAFT, EXTRA_BUFTS, TARGET, set_extra_bufts
 
 
 def pull(

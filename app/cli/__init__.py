@@ -1,0 +1,3 @@
+"""The `specchat` command, one module per command group: the group itself
+with the chat and `bench` (main), `run` (run), the model commands (models),
+`history` (history), and the options and error line they share (options)."""
