@@ -1,1 +1,1 @@
-"""A llama.cpp server: the client that reads its answers, its counters, the session the chat and run drive, run --server's output."""
+"""A llama.cpp server: the client that reads its answers, its counters, the session the chat and run drive."""

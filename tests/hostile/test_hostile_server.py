@@ -259,7 +259,7 @@ READ = (
 def reply_once(url: str):
     """The whole client on one server: probe, a streamed reply, its baseline, its stats line."""
     from specchat.display import stats_fields
-    from specchat.server.run import as_json
+    from specchat.cli.run_server import as_json
     from specchat.server.session import ServerSession
     from specchat.textsafe import safe_json
 
