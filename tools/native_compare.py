@@ -24,6 +24,9 @@ its decode's tokens over its decode's time, as it reports them (a llama.cpp
 program whose last verify accepts past `-n` is counted to `-n` only),
 and the table gives the median of the rounds, which interleave the
 configurations, so a slow spell of the machine touches each of them alike.
+Before each round, untimed, auto's cost curve is measured where it is due
+(missing, old, or moved by the last round's runs), as the chat measures it
+between replies.
 
 Beside auto's real speedup (its tok/s over off's, from separate runs) the
 table gives the speedup auto's own stats line showed (the median of its
@@ -274,14 +277,16 @@ def main(argv: list[str] | None = None) -> int:
     configs = ["off", "auto", *natives]
     if natives:
         EXAMPLES.binary("llama-lookup")  # both programs are built now, before anything is timed
-    # auto's cost curve is measured whole before anything is timed (a run measures a few seconds of it after its reply)
-    subprocess.run(specchat_command("auto", target, draft, args, max_tokens=1, measure_for=900), input="hi",
-                   capture_output=True, text=True, check=True)
     rows = asks(conversations, target, draft, args)
     texts = rendered(target, rows)
     results: dict = {name: {c: [] for c in configs} for name in rows}
     started = time.time()
     for rnd in range(args.rounds):
+        # auto's cost curve is measured whole before each round, untimed, as a
+        # chat measures it between replies: a run measures only a few seconds
+        # of it after its reply, and a curve that drifted in a round is due again.
+        subprocess.run(specchat_command("auto", target, draft, args, max_tokens=1, measure_for=900), input="hi",
+                       capture_output=True, text=True, check=True)
         for name, ask in rows.items():
             for c in configs:
                 r = run_one(c, target, draft, ask, texts[name], args)

@@ -227,8 +227,11 @@ class CostModel:
         if self._covers or n in self.seconds or 1 not in self.seconds:
             return interpolate(self.seconds, n, self._known)
         prior = self.seconds[1] * (1.0 + PRIOR_SLOPE * (n - 1))
-        if len(self._known) == 1:
-            return prior  # a plain step alone draws no line
+        if n > self._known[-1]:
+            # Past the largest size seen, the prior, and never less than that size
+            # cost: the slope between two small sizes says nothing of a big one
+            # (on the AMD EPYC 9 positions cost 8.4 steps and 17 cost 9.0).
+            return max(prior, self.seconds[self._known[-1]])
         return max(prior, interpolate(self.seconds, n, self._known))  # the line through the sizes seen, at least
 
     def priced(self, n: int) -> bool:

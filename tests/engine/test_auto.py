@@ -66,7 +66,10 @@ def test_cost_model_interpolates_and_extrapolates():
     for n, t in [(1, 1.0), (3, 2.0), (5, 4.0)]:
         c.observe(n, t)
     assert c.step(2) == pytest.approx(1.5)
-    assert c.step(7) == pytest.approx(6.0)  # along the last slope (1 per position)
+    # Past the sizes seen: the prior (1 + 0.5 (n - 1) steps), and 5's cost at least.
+    assert c.step(6) == pytest.approx(4.0) and c.step(11) == pytest.approx(6.0)
+    c.observe(9, 7.0)  # a live verify of 9 times its size: between 5 and 9, the line through them
+    assert c.step(9) == pytest.approx(7.0) and c.step(7) == pytest.approx(5.5)
     assert c.relative(5) == pytest.approx(4.0)
     c.observe(5, 6.0)  # live rounds refine the estimate
     assert c.step(5) == pytest.approx(4.0 + 0.2 * 2.0)
