@@ -41,6 +41,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from specchat import paths
 from specchat.display import NOT_MEASURED, measured_acceptance, measured_alpha, number
+from specchat.history.migrations import migrate
 from specchat.history.rows import Conversation, Message, read_conversation, read_message
 from specchat.history.search import Found, SearchIndex, mended
 from specchat.history.tree import Tree
@@ -88,7 +89,7 @@ def _locked(method: Callable[Concatenate[History, P], R]) -> Callable[Concatenat
     return run
 
 
-class History(Tree):
+class History:
     """The history database. One connection; each operation holds `lock`, so any thread may call it."""
 
     def __init__(self, path: Path | None = None, busy: float = BUSY_SECONDS) -> None:
@@ -100,6 +101,7 @@ class History(Tree):
         self.on_note: list[Callable[[str], None]] = []  # told what the user should know (the index was rebuilt)
         self._said: set[str] = set()
         self.index = SearchIndex(self.db, self._say)
+        self.tree = Tree(self.db, self.lock, self.index)  # branches: fork, family, set_system
         self.db.text_factory = lambda raw: raw.decode("utf-8", "replace")  # a stray byte is not a crash
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -107,7 +109,7 @@ class History(Tree):
             with self.db:
                 self.db.executescript(SCHEMA)
             self._check_tables()
-            self.add_tree_columns()
+            migrate(self.db)
             self.index.open()
         except sqlite3.Error:
             self.db.close()

@@ -8,7 +8,7 @@ are a family (`family`), which the chat steps through; F3 shows each branch
 under the conversation it came from (`tree_order`). Deleting a conversation
 leaves its branches as conversations of their own.
 
-`Tree` is mixed into history.History, whose connection and lock it uses.
+`Tree` works on the history's connection, under its lock: `History.tree`.
 """
 
 from __future__ import annotations
@@ -24,25 +24,12 @@ from specchat.history.search import SearchIndex, mended
 if TYPE_CHECKING:
     from specchat.history.rows import Conversation
 
-# Columns a history made before branches lacks; History adds them when it opens one.
-COLUMNS = {
-    "parent_id": "INTEGER REFERENCES conversations(id) ON DELETE SET NULL",  # the conversation it branched from
-    "fork_seq": "INTEGER",  # how many of the parent's messages it began with
-    "system": "TEXT",  # its system prompt; NULL: the settings' default
-}
-
 
 class Tree:
-    db: sqlite3.Connection
-    lock: threading.RLock
-    index: SearchIndex
+    """The history's branches, on its connection, under its lock (History.tree)."""
 
-    def add_tree_columns(self) -> None:
-        have = {row[1] for row in self.db.execute("PRAGMA table_info(conversations)")}
-        with self.db:
-            for name, kind in COLUMNS.items():
-                if name not in have:
-                    self.db.execute(f"ALTER TABLE conversations ADD COLUMN {name} {kind}")
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, index: SearchIndex) -> None:
+        self.db, self.lock, self.index = db, lock, index  # `mended` takes the lock and mends the index
 
     @mended
     def fork(self, conv_id: int, upto: int) -> int:

@@ -15,7 +15,7 @@ the reply it branched from.
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from textual import on
 from textual.app import ComposeResult
@@ -73,7 +73,7 @@ def message_option(i: int, m: Stored) -> Option:
 
 
 class ChatView(Protocol):
-    """What the branch keys use of the chat's screen (ChatScreen has it all)."""
+    """What the branch keys use of the chat's screen (ChatScreen)."""
 
     chat: ChatController
 
@@ -86,11 +86,15 @@ class ChatView(Protocol):
     def start(self, kind: str, text: str) -> None: ...
 
 
-class BranchKeys:
-    """ChatScreen's branch keys, mixed into it."""
+class Branches:
+    """The chat's branch keys (ctrl+b, alt+← alt+→), acting on its screen."""
 
-    def action_branch(self) -> None:
-        view = cast(ChatView, self)
+    def __init__(self, view: ChatView) -> None:
+        self.view = view
+
+    def choose(self) -> None:
+        """Ask which message to branch from, then branch there."""
+        view = self.view
         if view.busy():
             return
         conv = view.chat.conversation
@@ -108,7 +112,7 @@ class BranchKeys:
         view.app.push_screen(BranchScreen(messages), lambda i: self._branch_from(messages, i))
 
     def _branch_from(self, messages: list[Stored], index: int | None) -> None:
-        view = cast(ChatView, self)
+        view = self.view
         if index is None or view.busy():
             return
         asked = index if messages[index].role == "user" else index - 1  # the message of yours the branch sends again
@@ -128,8 +132,9 @@ class BranchKeys:
         view.notify(f"{where}: asking again; the old branch stays (alt+← alt+→)", timeout=4)
         view.start("reply", text)
 
-    def action_step_branch(self, step: int) -> None:
-        view = cast(ChatView, self)
+    def step(self, step: int) -> None:
+        """Show this conversation's next (1) or previous (-1) branch."""
+        view = self.view
         if view.busy():
             return
         conv = view.chat.conversation

@@ -20,17 +20,16 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from specchat import paths
-from specchat.checks import blank
 from specchat.errors import SpecchatError
-from specchat.message.attach import Attachment, file_prefix, with_files
+from specchat.message.attach import Attachment, with_files
 from specchat.message.schema import schema_prefix
 from specchat.textsafe import safe_text
-from specchat.tui.branching import BranchKeys, branch_note
+from specchat.tui.branching import Branches, branch_note
 from specchat.tui.chatlog import ChatLog
 from specchat.tui.controller import ChatController, Notice
 from specchat.tui.files import FileKeys
 from specchat.tui.keys import ACTIONS, legend_keys
-from specchat.tui.knobs import ChatKnobs, knob_command
+from specchat.tui.knobs import Knobs, knob_command
 from specchat.tui.models import ModelSource
 from specchat.tui.panels import StatsPanel, StatusBar
 from specchat.tui.screens import HistoryScreen, LegendScreen
@@ -57,7 +56,7 @@ class BindSchema(Message):
     then_send: str
 
 
-class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
+class ChatScreen(Screen):
     BINDINGS = [
         Binding(a.keys, a.action, a.title, show=a.show, priority=a.priority, id=a.id, tooltip=a.help) for a in ACTIONS
     ]
@@ -71,6 +70,7 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
         self.show_rejected = False  # in replies that ended (ctrl+t); a streaming reply shows them
         self.quit_code: int | None = None  # a signal asked to quit once the reply under way has ended
         self._status_time = 0.0
+        self.branches, self.knobs, self.files = Branches(self), Knobs(self), FileKeys(self)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
@@ -121,11 +121,11 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
             return
         if (knob := knob_command(msg.text)) is not None:  # /system, /temp, /top-p: from the next reply
             self.query_one(PromptInput).clear()
-            self.run_knob(*knob)
+            self.knobs.run(*knob)
             return
         if self.busy():
             return
-        text = self.attach(msg.text)
+        text = self.files.attach(msg.text)
         if text is None:
             return
         try:
@@ -140,7 +140,10 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
 
     @on(PromptInput.PickFile)
     def at_typed(self) -> None:
-        self.pick_file()
+        self.files.pick()
+
+    def clear_prompt(self) -> None:
+        self.query_one(PromptInput).clear()
 
     def type_in_prompt(self, text: str) -> None:
         prompt = self.query_one(PromptInput)
@@ -150,26 +153,6 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
     def reply_text(self) -> str | None:
         reply = self.query_one(ChatLog).last_reply()
         return reply.text if reply is not None else None
-
-    def attach(self, text: str) -> str | None:
-        """A "/file PATH rest" message attaches PATH: the rest to send, or
-        None when there is nothing to send yet (or the file cannot be read)."""
-        try:
-            path, rest = file_prefix(text)
-        except SpecchatError as err:
-            self.notify(err.one_line(), title="file", severity="error", timeout=10)
-            return None
-        if path is None:
-            return text
-        notice = self.chat.attach_file(path)
-        self.tell(notice)
-        self.set_status()
-        if notice.severity == "error":
-            return None
-        if blank(rest):
-            self.query_one(PromptInput).clear()
-            return None
-        return rest
 
     def send(self, text: str) -> None:
         """Send text from the prompt as the next message (or the edited last
@@ -282,6 +265,24 @@ class ChatScreen(BranchKeys, ChatKnobs, FileKeys, Screen):
     def action_change_k(self, delta: int) -> None:
         self.tell(self.chat.change_k(delta))  # for this drafter, this chat: the settings keep no k picked here
         self.set_status()
+
+    def action_branch(self) -> None:
+        self.branches.choose()
+
+    def action_step_branch(self, step: int) -> None:
+        self.branches.step(step)
+
+    def action_ask(self, command: str) -> None:
+        self.knobs.ask(command)  # /system, /temp or /top-p, from the palette
+
+    def action_copy_reply(self) -> None:
+        self.files.copy_reply()
+
+    def action_copy_code(self) -> None:
+        self.files.copy_code()
+
+    def action_diff(self) -> None:
+        self.files.diff()
 
     def action_legend(self) -> None:
         keys = legend_keys([active.binding for active in self.active_bindings.values()], self.app.get_key_display)

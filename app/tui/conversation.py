@@ -156,7 +156,7 @@ class Conversation:
         conv = self.history.load(conv_id)
         self._begin(Record(conv.id))
         self._use_system(conv.system if conv.system is not None else self.default_system)
-        family = self.history.family(conv.id)
+        family = self.history.tree.family(conv.id)
         self.branch = f"branch {family.index(conv.id) + 1}/{len(family)}" if len(family) > 1 else ""
         readable = [m for m in conv.messages if not m.problem]
         self.files, self.reopened = [], True
@@ -189,7 +189,7 @@ class Conversation:
         self._use_system(text)
         if self.writer is not None:
             record = self.record
-            self.writer.put(lambda history: history.set_system(record.id, text) if record.id is not None else None)
+            self.writer.put(lambda history: history.tree.set_system(record.id, text) if record.id is not None else None)
 
     def _use_system(self, text: str | None) -> None:
         """The conversation's system prompt is the session's: the next turns are built with it."""
@@ -210,13 +210,13 @@ class Conversation:
     def fork(self, upto: int) -> int:
         """A branch holding this conversation's first `upto` messages; its id (history/tree.py)."""
         assert self.history is not None and self.record.id is not None  # stored_messages found it saved
-        return self.history.fork(self.record.id, upto)
+        return self.history.tree.fork(self.record.id, upto)
 
     def family(self) -> list[int]:
         """This conversation and its branches, oldest first (none before it is saved)."""
         if self.history is None or self.record.id is None:
             return []
-        return self.history.family(self.record.id)
+        return self.history.tree.family(self.record.id)
 
     def _begin(self, record: Record) -> None:
         self.record = record

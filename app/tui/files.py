@@ -6,7 +6,7 @@ the files under the folder specchat runs in, narrowed as you type (fuzzy,
 as the command palette matches). They are found on a worker, the list
 growing as the walk goes (Esc stops it), MAX_FILES at most: the picker says
 when it shows only the first ones. Enter attaches the file to the next
-message, as `/file PATH` does; Esc types the `@` after all.
+message, as a message that starts `/file PATH` does; Esc types the `@` after all.
 
 F9 shows the last reply's code against the attached file it rewrites (the
 block most like one of the files attached to the conversation's messages,
@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -39,8 +39,9 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from specchat import paths
+from specchat.checks import blank
 from specchat.errors import SpecchatError
-from specchat.message.attach import Attachment
+from specchat.message.attach import Attachment, file_prefix
 from specchat.message.rewrite import code_blocks, find_rewrite
 from specchat.textsafe import safe_text
 from specchat.tui.writeback import DiffScreen
@@ -215,27 +216,35 @@ class FilePicker(ModalScreen[str | None]):
 
 
 class FileView(Protocol):
+    """What the file keys use of the chat's screen (ChatScreen)."""
+
     chat: ChatController
 
     @property
     def app(self) -> App: ...
-    def notify(self, message: str, *, severity: str = "information", timeout: float | None = None) -> None: ...
+    def notify(
+        self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None
+    ) -> None: ...
     def tell(self, notice: Notice | None) -> None: ...
     def set_status(self, note: str | None = None) -> None: ...
     def reply_text(self) -> str | None: ...
+    def clear_prompt(self) -> None: ...
     def type_in_prompt(self, text: str) -> None: ...
 
 
 class FileKeys:
-    """ChatScreen's keys for files and a reply's code, mixed into it."""
+    """The chat's keys for files and a reply's code (@, F6, F7, F9), acting on its screen."""
 
-    def action_copy_reply(self) -> None:
-        text = cast(FileView, self).reply_text()
+    def __init__(self, view: FileView) -> None:
+        self.view = view
+
+    def copy_reply(self) -> None:
+        text = self.view.reply_text()
         if text is not None:
             self._copy(text, "the reply")
 
-    def action_copy_code(self) -> None:
-        view = cast(FileView, self)
+    def copy_code(self) -> None:
+        view = self.view
         blocks = code_blocks(view.reply_text() or "")
         if not blocks:
             view.notify("no code block in the last reply", severity="warning", timeout=3)
@@ -245,7 +254,7 @@ class FileKeys:
     def _copy(self, text: str, what: str) -> None:
         """To the terminal's clipboard (OSC 52: whether it arrives is the
         terminal's choice, and nothing says), and to a file that is sure to hold it."""
-        view = cast(FileView, self)
+        view = self.view
         view.app.copy_to_clipboard(text)
         sent = f"{what} went to the terminal's clipboard (if it takes OSC 52)"
         kept = paths.data_dir() / COPIED
@@ -257,8 +266,30 @@ class FileKeys:
             return
         view.notify(f"{sent} and to {kept}", timeout=4)
 
-    def pick_file(self) -> None:
-        view = cast(FileView, self)
+    def attach(self, text: str) -> str | None:
+        """A "/file PATH rest" message attaches PATH: the rest to send, or
+        None when there is nothing to send yet (or the file cannot be read)."""
+        view = self.view
+        try:
+            path, rest = file_prefix(text)
+        except SpecchatError as err:
+            view.notify(err.one_line(), title="file", severity="error", timeout=10)
+            return None
+        if path is None:
+            return text
+        notice = view.chat.attach_file(path)
+        view.tell(notice)
+        view.set_status()
+        if notice.severity == "error":
+            return None
+        if blank(rest):
+            view.clear_prompt()
+            return None
+        return rest
+
+    def pick(self) -> None:
+        """The file picker (an @ typed in the prompt): the file picked is attached."""
+        view = self.view
 
         def picked(path: str | None) -> None:
             if path is None:
@@ -269,8 +300,9 @@ class FileKeys:
 
         view.app.push_screen(FilePicker(Path.cwd()), picked)
 
-    def action_diff(self) -> None:
-        view = cast(FileView, self)
+    def diff(self) -> None:
+        """Show the last reply's rewrite of an attached file as a diff, to write back or not."""
+        view = self.view
         conversation = view.chat.conversation
         files = conversation.attached()
         if not files:

@@ -122,9 +122,13 @@ ACTIONS = [
 
 # Palette commands without a key of their own: each has a slash command too.
 SETTINGS_COMMANDS = [
-    ("System prompt…", "system_prompt", "This conversation's system prompt, kept with it (/system TEXT does the same)"),
-    ("Temperature…", "temperature", "Sample the replies at this temperature, 0 greedy (/temp 0.7 does the same)"),
-    ("Top-p…", "top_p", "Sample from the top-p share of the probability, 1 off (/top-p 0.9 does the same)"),
+    (
+        "System prompt…",
+        "ask('/system')",
+        "This conversation's system prompt, kept with it (/system TEXT does the same)",
+    ),
+    ("Temperature…", "ask('/temp')", "Sample the replies at this temperature, 0 greedy (/temp 0.7 does the same)"),
+    ("Top-p…", "ask('/top-p')", "Sample from the top-p share of the probability, 1 off (/top-p 0.9 does the same)"),
 ]
 
 

@@ -11,7 +11,7 @@ chat's. Each is kept in settings.toml for the next start.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from specchat import checks
 from specchat.errors import SpecchatError
@@ -45,7 +45,7 @@ def number(command: str, value: str) -> float:
 
 
 class KnobView(Protocol):
-    """What the settings use of the chat's screen (ChatScreen has it all)."""
+    """What the settings use of the chat's screen (ChatScreen)."""
 
     chat: ChatController
 
@@ -56,12 +56,16 @@ class KnobView(Protocol):
     def keep(self, changes: dict) -> None: ...
 
 
-class ChatKnobs:
-    """ChatScreen's settings commands, mixed into it."""
+class Knobs:
+    """The chat's settings commands (/system, /temp, /top-p and their
+    prompts from the palette), acting on its screen."""
 
-    def run_knob(self, command: str, value: str) -> None:
+    def __init__(self, view: KnobView) -> None:
+        self.view = view
+
+    def run(self, command: str, value: str) -> None:
         """Apply one settings command; a bad value is one line, and nothing changes."""
-        view = cast(KnobView, self)
+        view = self.view
         session = view.chat.session
         try:
             if command == "/system":
@@ -82,21 +86,18 @@ class ChatKnobs:
         view.notify(f"{said}, from the next reply", timeout=4)
         view.set_status()
 
-    def action_system_prompt(self) -> None:
-        current = cast(KnobView, self).chat.conversation.system or ""
-        self._ask("System prompt for this conversation (empty: none)", current, "/system")
+    def ask(self, command: str) -> None:
+        """Ask for a new value of /system, /temp or /top-p, showing the current one."""
+        session = self.view.chat.session
+        if command == "/system":
+            title, value = "System prompt for this conversation (empty: none)", self.view.chat.conversation.system or ""
+        elif command == "/temp":
+            title, value = "Temperature (0 is greedy)", f"{session.sampling.temp:g}" if session else ""
+        else:
+            title, value = "Top-p (1 is off)", f"{session.sampling.top_p:g}" if session else ""
 
-    def action_temperature(self) -> None:
-        session = cast(KnobView, self).chat.session
-        self._ask("Temperature (0 is greedy)", f"{session.sampling.temp:g}" if session else "", "/temp")
-
-    def action_top_p(self) -> None:
-        session = cast(KnobView, self).chat.session
-        self._ask("Top-p (1 is off)", f"{session.sampling.top_p:g}" if session else "", "/top-p")
-
-    def _ask(self, title: str, value: str, command: str) -> None:
         def done(text: str | None) -> None:
             if text is not None:  # Esc changes nothing; an empty system prompt clears it
-                self.run_knob(command, text)
+                self.run(command, text)
 
-        cast(KnobView, self).app.push_screen(TextPrompt(title, value, empty_ok=command == "/system"), done)
+        self.view.app.push_screen(TextPrompt(title, value, empty_ok=command == "/system"), done)

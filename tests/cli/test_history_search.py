@@ -81,7 +81,7 @@ async def test_f3_searches_and_opens_the_conversation_of_a_match(tmp_path):
 def test_a_message_a_branch_copied_is_found_once_in_the_conversation_it_was_written_in(tmp_path):
     history = History(tmp_path / "h.sqlite3")
     cats, _ = stored(history)
-    branch = history.fork(cats, 2)
+    branch = history.tree.fork(cats, 2)
     history.add_message(branch, Message("user", "and a quick brown dog?"))
     hits = history.search("quick brown")
     assert sorted((h.conversation, h.role) for h in hits) == [(cats, "assistant"), (branch, "user")]
@@ -94,12 +94,12 @@ def test_a_branch_is_titled_by_its_first_message_of_its_own_unless_renamed(tmp_p
     fences passed over), once; a title the user gave is kept."""
     history = History(tmp_path / "h.sqlite3")
     cats, _ = stored(history)
-    edited = history.fork(cats, 0)
+    edited = history.tree.fork(cats, 0)
     history.add_message(edited, Message("user", "Tell me about dogs\nin two lines"))
     history.add_message(edited, Message("assistant", "Dogs bark."))
-    again = history.fork(cats, 1)
+    again = history.tree.fork(cats, 1)
     history.add_message(again, Message("assistant", "```\nCats purr.\n```"))
-    named = history.fork(cats, 1)
+    named = history.tree.fork(cats, 1)
     history.rename(named, "mine")
     history.add_message(named, Message("assistant", "Cats nap."))
     titles = {c.id: c.title for c in history.list()}

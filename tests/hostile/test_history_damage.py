@@ -280,7 +280,7 @@ def test_a_chain_of_1100_branches_is_listed_each_under_the_last(tmp_path):
         )
     order = tree_order(history.list())
     assert [(c.id, depth) for c, depth in order] == [(root + n, n) for n in range(1101)]
-    assert len(history.family(root + 1100)) == 1101
+    assert len(history.tree.family(root + 1100)) == 1101
     line = str(conversation_line(order[-1][0], 1100))
     assert line.startswith(" " * 14 + "└ branch (level 1100): branch 1100  ·") and len(line) < 100
 
@@ -288,7 +288,7 @@ def test_a_chain_of_1100_branches_is_listed_each_under_the_last(tmp_path):
 async def test_conversations_whose_parents_point_at_each_other_are_listed_once_in_f3(tmp_path):
     history = History(tmp_path / "history.sqlite3")
     one, two = history.new_conversation("one"), history.new_conversation("two")
-    three = history.fork(two, 0)
+    three = history.tree.fork(two, 0)
     lone = history.new_conversation("lone")
     with history.db:  # a damaged file: two and one each name the other as the one they branched from
         history.db.execute("UPDATE conversations SET parent_id = ? WHERE id = ?", (two, one))

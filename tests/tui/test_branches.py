@@ -174,11 +174,11 @@ async def test_the_palette_sets_the_system_prompt_and_esc_leaves_it(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        app.screen.action_system_prompt()
+        app.screen.action_ask("/system")
         await wait_until(pilot, lambda: isinstance(app.screen, TextPrompt))
         await pilot.press(*"Be brief.", "enter")
         await wait_until(pilot, lambda: app.chat.session.system == "Be brief.")
-        app.screen.action_system_prompt()
+        app.screen.action_ask("/system")
         await wait_until(pilot, lambda: isinstance(app.screen, TextPrompt))
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, TextPrompt))
