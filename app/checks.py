@@ -64,7 +64,7 @@ def constraint(json_schema: str | None, grammar: str | None, server: str | None 
             hint="leave out --server to decode with the grammar here",
             code=2,
         )
-    from specchat.message.schema import load_gbnf, load_schema
+    from specchat.decoding.schema import load_gbnf, load_schema
 
     if json_schema is not None:
         return load_schema(json_schema)

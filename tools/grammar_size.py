@@ -1,4 +1,4 @@
-"""What a grammar's size costs llama.cpp: where message/schema.py's limits come from.
+"""What a grammar's size costs llama.cpp: where decoding/schema.py's limits come from.
 
     python tools/grammar_size.py                    # enums on the tiny pair's vocabulary
     python tools/grammar_size.py --enums 2000x8,8000x8,1000x200
@@ -11,7 +11,7 @@ schema into GBNF as specchat does, then times, on the pair's target:
   every element of the grammar, so it grows with alternatives × size;
 - probe: the grammar drafter's first forced-text probe;
 - first: the three together, a constrained reply's first step.
-message/schema.py's limits are lifted for the run. A measurement, printed; never a test.
+decoding/schema.py's limits are lifted for the run. A measurement, printed; never a test.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ def main() -> None:
                     help="comma-separated COUNTxLENGTH")
     args = ap.parse_args()
 
+    from specchat.decoding import schema
     from specchat.decoding.constraint import Constraint
     from specchat.llamacpp.grammar import Grammar
     from specchat.llamacpp.llama import Model
-    from specchat.message import schema
     from specchat.store.pairs import resolve_pair
 
     schema.MAX_ALTERNATIVES = schema.MAX_GBNF_BYTES = 10**12  # measure past the limits

@@ -52,8 +52,8 @@ from specchat.bench.report import show, write_json
 from specchat.bench.scorecard import OFF, REFERENCE, CostCurve, Run
 from specchat.bench.suites import Prompt, Suite
 from specchat.decoding.sampling import SamplingParams
+from specchat.decoding.schema import check_reply
 from specchat.decoding.stats import TurnStats, first_difference, position_counts
-from specchat.message.schema import check_reply
 from specchat.session.chat import ChatSession
 from specchat.textsafe import safe_text
 

@@ -18,8 +18,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from specchat import paths
+from specchat.decoding.schema import GrammarSpec, load_schema
 from specchat.errors import SpecchatError
-from specchat.message.schema import GrammarSpec, load_schema
 
 SUITES = ("code-edit", "summarize", "code-gen", "chat", "math", "json")
 

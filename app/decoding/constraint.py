@@ -25,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from specchat.message.schema import GrammarSpec, check_reply
+from specchat.decoding.schema import GrammarSpec, check_reply
 
 
 class GrammarState(Protocol):

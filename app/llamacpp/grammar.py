@@ -17,7 +17,7 @@ with `python tools/grammar_cost.py`): masking a whole logits row costs about
   tokenized once; while committed tokens eat into it, the rest stays forced
   and is not probed again.
 
-Binding is bounded. message/schema.py refuses a grammar too big to bind quickly
+Binding is bounded. decoding/schema.py refuses a grammar too big to bind quickly
 before llama.cpp sees it; a small grammar whose alternatives multiply
 (each starting alike and going on differently) can still make llama.cpp
 build millions of parse stacks. So the sampler is built on a thread of its
@@ -40,13 +40,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from specchat.decoding.schema import GrammarSpec
 from specchat.errors import SpecchatError
-from specchat.message.schema import GrammarSpec
 
 _CANDIDATE = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 FORCED_MAX_BYTES = 256  # longest forced run probed in one go
 _ARGMAX_CHUNK = 32  # candidates checked at a time when the argmax is refused
-BIND_SECONDS = 5.0  # a grammar within message/schema.py's limits binds in well under 0.1 s
+BIND_SECONDS = 5.0  # a grammar within decoding/schema.py's limits binds in well under 0.1 s
 
 
 # --- binding to a vocabulary ---------------------------------------------------------

@@ -1,5 +1,5 @@
 """The chat's slash commands, as the first word of a message: "/schema
-FILE rest" (schema.py), "/file PATH rest" (attach.py), and "/system TEXT",
+FILE rest" (decoding/schema.py reads FILE), "/file PATH rest" (attach.py), and "/system TEXT",
 "/temp X", "/top-p X" (tui/knobs.py)."""
 
 from __future__ import annotations
@@ -24,3 +24,12 @@ def prefixed(message: str, prefix: str, needs: str, hint: str) -> tuple[str | No
     if not arg:
         raise SpecchatError(f"{prefix} needs {needs}", hint=hint, code=2)
     return arg, rest.strip()
+
+
+SCHEMA_PREFIX = "/schema"
+
+
+def schema_prefix(message: str) -> tuple[str | None, str]:
+    """Split a chat message "/schema FILE rest" into (FILE, rest); FILE "off"
+    frees the replies again. A message without the prefix gives (None, message)."""
+    return prefixed(message, SCHEMA_PREFIX, "a file", "/schema person.json Extract …, or /schema off")

@@ -21,6 +21,7 @@ from specchat.decoding.constraint import Constraint
 from specchat.decoding.costmodel import CostModel, Measuring, calibration_sizes, warmup_steps
 from specchat.decoding.keptcurve import KeptCurve
 from specchat.decoding.sampling import SamplingParams
+from specchat.decoding.schema import GrammarSpec
 from specchat.decoding.target import MtpHeadModel, TargetModel
 from specchat.drafters import K_MAX, K_MIN, NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
@@ -28,7 +29,6 @@ from specchat.drafters.registry import Drafters
 from specchat.engine.loop import Engine, OnPrefill, Turn
 from specchat.errors import SpecchatError
 from specchat.llamacpp.grammar import Grammar
-from specchat.message.schema import GrammarSpec
 from specchat.session.dialogue import Dialogue, SessionStatus
 from specchat.session.tokencache import TokenCache
 

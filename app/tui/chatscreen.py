@@ -22,7 +22,7 @@ from textual.widgets import Footer
 from specchat import paths
 from specchat.errors import SpecchatError
 from specchat.message.attach import Attachment, with_files
-from specchat.message.schema import schema_prefix
+from specchat.message.slash import schema_prefix
 from specchat.textsafe import safe_text
 from specchat.tui.branching import Branches, branch_note
 from specchat.tui.chatlog import ChatLog

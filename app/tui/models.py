@@ -21,8 +21,8 @@ from specchat.errors import SpecchatError
 
 if TYPE_CHECKING:
     from specchat.decoding.sampling import SamplingParams
+    from specchat.decoding.schema import GrammarSpec
     from specchat.engine.loop import Cancel, OnIdle, OnPrefill, OnRound, Turn
-    from specchat.message.schema import GrammarSpec
     from specchat.server.session import ServerSession
     from specchat.session.dialogue import SessionStatus
 

@@ -77,7 +77,7 @@ class SchemaBinder:
 
     def _bind(self, session, path: str, then_send: str | None) -> None:
         """On the worker: read the file and bind it; the app hears how it went."""
-        from specchat.message.schema import load_schema
+        from specchat.decoding.schema import load_schema
 
         try:
             spec = load_schema(path, warn=None)

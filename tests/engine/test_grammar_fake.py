@@ -194,7 +194,7 @@ def test_every_builtin_theme_gives_grammar_tokens_their_own_colour():
 
 def test_schema_prefix_splits_file_and_message():
     from specchat.errors import SpecchatError
-    from specchat.message.schema import schema_prefix
+    from specchat.message.slash import schema_prefix
 
     assert schema_prefix("/schema person.json Extract: Ana, 31.") == ("person.json", "Extract: Ana, 31.")
     assert schema_prefix("  /schema off") == ("off", "")

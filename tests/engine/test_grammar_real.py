@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specchat.decoding.schema import check_reply, load_gbnf, load_schema
 from specchat.errors import SpecchatError
 from specchat.llamacpp.grammar import Grammar
-from specchat.message.schema import check_reply, load_gbnf, load_schema
 from tests.support.cli import run_json, specchat
 
 DATA = Path(__file__).parents[1] / "data"

@@ -22,8 +22,8 @@ import pytest
 from textual import events
 
 from specchat.config import Settings
+from specchat.decoding.schema import load_schema, schema_spec
 from specchat.errors import SpecchatError
-from specchat.message.schema import load_schema, schema_spec
 from specchat.tui.widgets import AssistantMessage, PromptInput, UserMessage
 from tests.support.cli import specchat
 from tests.support.tui import TinyPair, enter, make_app, notices, ready, wait_until
@@ -148,7 +148,7 @@ def test_ctrl_c_ends_a_bind_in_progress(tmp_path, tiny_pair):
         import specchat
         from specchat.llamacpp.grammar import Grammar
         from specchat.llamacpp.llama import Model
-        from specchat.message.schema import load_gbnf
+        from specchat.decoding.schema import load_gbnf
 
         model = Model({str(tiny_pair[0])!r}, n_ctx=256)
         spec = load_gbnf({str(multiplying_gbnf(tmp_path))!r})
@@ -188,7 +188,7 @@ def test_ctrl_c_ends_a_bind_in_progress(tmp_path, tiny_pair):
       "required": ["name"], "additionalProperties": False, "title": "T", "description": "d"}, ()),
 ])
 def test_ignored_keywords_are_the_ones_the_converter_reads_past(schema, ignored):
-    from specchat.message.schema import ignored_keywords
+    from specchat.decoding.schema import ignored_keywords
 
     assert ignored_keywords(schema) == ignored
 

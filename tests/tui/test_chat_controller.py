@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from specchat.decoding.schema import GrammarSpec
 from specchat.drafters import NAMES
 from specchat.errors import SpecchatError
-from specchat.message.schema import GrammarSpec
 from specchat.session.chat import ChatSession
 from specchat.tui.controller import ChatController, Notice
 from specchat.tui.conversation import Conversation

@@ -1,8 +1,9 @@
 """Reading a constraint: a JSON schema (`--json-schema FILE`, turned into
 GBNF by llama-cpp-python's converter and laid out the way `json.dumps`
 writes JSON) or a GBNF grammar (`--grammar FILE.gbnf`) becomes a
-`GrammarSpec`; a finished reply is checked against it; a chat message may
-start with `/schema FILE`. llamacpp/grammar.py binds a spec to a vocabulary.
+`GrammarSpec`; a finished reply is checked against it (a chat message that
+starts `/schema FILE` names one: message/slash.py). llamacpp/grammar.py
+binds a spec to a vocabulary.
 
 Also owned here: how big a grammar may be, and which schema keywords the
 converter ignores.
@@ -31,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat.errors import SpecchatError
-from specchat.message.slash import prefixed
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a schema or grammar file is read whole: past this it is no grammar to bind
 MAX_ALTERNATIVES = 2_000  # as `alternatives` counts them
@@ -349,15 +349,6 @@ def ignored_keywords(schema: dict) -> tuple[str, ...]:
 
     visit(schema)
     return tuple(found)
-
-
-SCHEMA_PREFIX = "/schema"
-
-
-def schema_prefix(message: str) -> tuple[str | None, str]:
-    """Split a chat message "/schema FILE rest" into (FILE, rest); FILE "off"
-    frees the replies again. A message without the prefix gives (None, message)."""
-    return prefixed(message, SCHEMA_PREFIX, "a file", "/schema person.json Extract …, or /schema off")
 
 
 def load_gbnf(path: str | Path) -> GrammarSpec:
