@@ -33,6 +33,10 @@ class DrafterSpec:
     drafts: str  # what drafts, in a line: the guide's table
     reads_memory: bool = False  # drafts from the memory of stored replies
     needs_constraint: bool = False  # proposes only while a constraint (--json-schema, --grammar) is on
+    # Loads the pair's draft model when chosen (auto loads it only where it could pay);
+    # `head_stands_in`: in a pair without one, the target's MTP head drafts instead.
+    uses_draft_model: bool = False
+    head_stands_in: bool = False
 
     @property
     def drafts_tokens(self) -> bool:
@@ -49,7 +53,7 @@ SPECS = (
         "reply makes to what it copies (a renamed word, hard-wrapped lines joined) and writes them into its "
         "later copies, and where a reply spells the text with other tokens it copies the text itself",
     ),
-    DrafterSpec("draft", MODEL_K, "the pair's draft model"),
+    DrafterSpec("draft", MODEL_K, "the pair's draft model", uses_draft_model=True),
     DrafterSpec(
         "mtp",
         MODEL_K,
@@ -61,6 +65,8 @@ SPECS = (
         "the n-gram match when it is strong, else the draft model (or the MTP head, in a pair without one); "
         "under a constraint, the grammar's forced tokens first",
         reads_memory=True,
+        uses_draft_model=True,
+        head_stands_in=True,
     ),
     DrafterSpec(
         "grammar",
@@ -87,6 +93,7 @@ BY_NAME = {s.name: s for s in SPECS}
 NAMES = tuple(BY_NAME)
 NEEDS_CONSTRAINT = tuple(s.name for s in SPECS if s.needs_constraint)
 READS_MEMORY = tuple(s.name for s in SPECS if s.reads_memory)
+USES_DRAFT_MODEL = tuple(s.name for s in SPECS if s.uses_draft_model)
 
 
 def default_k(drafter: str) -> int:
@@ -116,6 +123,7 @@ __all__ = [
     "NEEDS_CONSTRAINT",
     "READS_MEMORY",
     "SPECS",
+    "USES_DRAFT_MODEL",
     "DrafterSpec",
     "default_k",
     "k_defaults",

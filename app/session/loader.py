@@ -13,6 +13,7 @@ from pathlib import Path
 
 from specchat import checks
 from specchat.decoding.sampling import SamplingParams
+from specchat.drafters import BY_NAME
 from specchat.errors import SpecchatError
 from specchat.session.chat import ChatSession
 
@@ -71,7 +72,8 @@ def open_session(
     label, t_path, d_path = pair_files(pair, target, draft)
     if d_path == t_path and drafter != "draft" and ships_mtp(t_path):
         d_path = None  # a model that ships an MTP head drafts with it, not with a second copy of itself
-    if d_path is None and drafter in ("draft", "hybrid") and not (drafter == "hybrid" and ships_mtp(t_path)):
+    spec = BY_NAME.get(drafter)
+    if d_path is None and spec and spec.uses_draft_model and not (spec.head_stands_in and ships_mtp(t_path)):
         raise SpecchatError(
             f"pair '{label}' has no draft model, so the {drafter} drafter cannot run on it",
             hint="use --drafter auto, ngram, grammar or off, or give the pair a draft (--draft PATH)",

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specchat.drafters import NEEDS_CONSTRAINT, default_k
+from specchat.drafters import NEEDS_CONSTRAINT, USES_DRAFT_MODEL, default_k
 from specchat.errors import SpecchatError
 from specchat.message.attach import Attachment, read_attachment
 from specchat.tui.conversation import Conversation
@@ -126,13 +126,13 @@ class ChatController:
                 with contextlib.suppress(SpecchatError):  # a server that takes no k per request runs at its own
                     self.session.set_k(self.k_of(name))
             self.drafter = name
-            self.draft_loading = self.generating and name in ("draft", "hybrid") and not self.session.draft_model_loaded
+            self.draft_loading = self.generating and name in USES_DRAFT_MODEL and not self.session.draft_model_loaded
             return Notice(f"drafter: {name}{self._switch_note(name)}")
         return None
 
     def _switch_note(self, name: str) -> str:
         note = " (from the next round)" if self.generating else ""
-        if name in ("draft", "hybrid") and not self.session.draft_model_loaded:  # type: ignore[union-attr]
+        if name in USES_DRAFT_MODEL and not self.session.draft_model_loaded:  # type: ignore[union-attr]
             note += "; the draft model loads on its first use"
         if name in NEEDS_CONSTRAINT and not self.session.status().constraint:  # type: ignore[union-attr]
             note += "; it drafts only while replies are constrained (F8 or /schema FILE): plain steps until then"
