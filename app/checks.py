@@ -13,7 +13,8 @@ import os
 import unicodedata
 from pathlib import Path
 
-from specchat.drafters import K_MAX, K_MIN, NAMES, NEEDS_CONSTRAINT
+from specchat.decoding.target import K_MAX, K_MIN
+from specchat.drafters import NAMES, NEEDS_CONSTRAINT
 from specchat.errors import SpecchatError
 
 # The smallest context worth opening: a chat template, a short message and a

@@ -1,9 +1,9 @@
 """Drafters: every source of draft tokens, behind one interface (see base.py).
 
 This module holds the table of them (`SPECS`: one `DrafterSpec` per
-drafter) and the limits on k, and imports nothing heavy: the command line
-reads them for its --help, and the guide's drafter table is generated from
-them. `registry.Drafters` builds the drafters by name and keeps one of
+drafter, with the k each runs at; the range of k is decoding/target.py's),
+and imports nothing heavy: the command line reads them for its --help, and
+the guide's drafter table is generated from them. `registry.Drafters` builds the drafters by name and keeps one of
 each, so switching back and forth mid-conversation keeps the n-gram index
 and the draft model's cache. Adding a drafter: its module, a row here, and
 its case in `registry.Drafters._make`.
@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The most tokens a drafter may propose per round: --k, the settings, the
-# chat's k keys and bench all take k from this range.
-K_MIN, K_MAX = 1, 64
+from specchat.decoding.target import K_MAX
+
 DEFAULT_K = 16  # copying drafters earn long drafts...
 MODEL_K = 4  # ...a draft model (or an MTP head) pays for every token it drafts...
 # ...and auto and the memory draft as far as the evidence goes: the memory
@@ -115,8 +114,6 @@ def k_defaults() -> str:
 __all__ = [
     "BY_NAME",
     "DEFAULT_K",
-    "K_MAX",
-    "K_MIN",
     "LONG_K",
     "MODEL_K",
     "NAMES",

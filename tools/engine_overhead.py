@@ -39,7 +39,7 @@ import numpy as np
 import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 from specchat.decoding.costmodel import interpolate
 from specchat.decoding.sampling import SamplingParams
-from specchat.drafters import K_MAX
+from specchat.decoding.target import K_MAX
 from specchat.drafters.registry import Drafters
 from specchat.engine.loop import Engine
 from tools.replay import probe_costs

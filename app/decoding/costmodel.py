@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specchat.decoding import kvcache
+from specchat.decoding.target import K_MAX
 
 # On a CPU: every size up to 8, then the usual draft lengths up to the
 # longest verify (k = 64: 65 positions). CPU kernels change at batch sizes
@@ -45,7 +46,7 @@ from specchat.decoding import kvcache
 # interpolating between far-apart sizes would miss; between the sizes here
 # it is smooth. A GPU's curve has cliffs anywhere (8 → 9 on CUDA), so there
 # every size is measured: calibration_sizes.
-LONGEST = 65  # positions of the longest verify: drafters.K_MAX + 1
+LONGEST = K_MAX + 1  # positions of the longest verify
 CALIBRATION_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 24, 32, 33, 48, 49, 64, LONGEST)
 SMOOTHING = 0.2  # weight of a new observation
 # Warm-up steps: plain steps after a batch of another shape before a step

@@ -10,6 +10,12 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+# The most tokens a round may draft, and so the longest verify a model runs
+# (K_MAX + 1 positions): --k, the settings, the chat's k keys and bench take
+# k from this range, the driver keeps rows and snapshots for it, and the cost
+# curve is measured up to it.
+K_MIN, K_MAX = 1, 64
+
 
 @runtime_checkable
 class TargetModel(Protocol):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import llama_cpp as C
 import numpy as np
 
-from specchat.drafters import K_MAX
+from specchat.decoding.target import K_MAX
 from specchat.errors import SpecchatError
 from specchat.llamacpp.batch import fill
 from specchat.llamacpp.kernels import Kernels, build_id

@@ -132,7 +132,7 @@ class ServerSession(Dialogue[ServerTurn]):
         return self.settings["n_max"] or 0
 
     def set_k(self, k: int) -> None:
-        from specchat.drafters import K_MAX, K_MIN
+        from specchat.decoding.target import K_MAX, K_MIN
 
         if "n_max" not in self.info.knobs:
             raise SpecchatError("this server does not take k per request", hint=self.knob_hint())

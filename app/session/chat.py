@@ -22,8 +22,8 @@ from specchat.decoding.costmodel import CostModel, Measuring, calibration_sizes,
 from specchat.decoding.keptcurve import KeptCurve
 from specchat.decoding.sampling import SamplingParams
 from specchat.decoding.schema import GrammarSpec
-from specchat.decoding.target import MtpHeadModel, TargetModel
-from specchat.drafters import K_MAX, K_MIN, NAMES
+from specchat.decoding.target import K_MAX, K_MIN, MtpHeadModel, TargetModel
+from specchat.drafters import NAMES
 from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
 from specchat.engine.loop import Engine, OnPrefill, Turn

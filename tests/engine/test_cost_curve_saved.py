@@ -18,10 +18,17 @@ from typer.testing import CliRunner
 from specchat import paths
 from specchat.cli.main import app
 from specchat.decoding import costmodel, keptcurve
-from specchat.decoding.costmodel import CALIBRATION_SIZES, DRIFT_ROUNDS, SMOOTHING, CostModel, calibration_sizes, implausible
+from specchat.decoding.costmodel import (
+    CALIBRATION_SIZES,
+    DRIFT_ROUNDS,
+    SMOOTHING,
+    CostModel,
+    calibration_sizes,
+    implausible,
+)
 from specchat.decoding.keptcurve import MAX_AGE_S, measured_at, save_curve, saved_curve
+from specchat.decoding.target import K_MAX
 from specchat.display import local_fields
-from specchat.drafters import K_MAX
 from specchat.session.chat import ChatSession
 from tests.support.fake_model import FakeModel
 from tests.support.tui import FakeModels, make_app, ready, wait_until

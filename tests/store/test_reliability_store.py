@@ -150,7 +150,7 @@ def test_run_checks_its_numbers_first(args, first, tmp_path):
 
 
 def test_run_chat_and_bench_share_the_k_limit(tmp_path):
-    from specchat.drafters import K_MAX
+    from specchat.decoding.target import K_MAX
 
     env = {"SPECCHAT_HOME": str(tmp_path)}
     run = err_lines(specchat("run", "hi", "--k", str(K_MAX + 1), env=env))[0]

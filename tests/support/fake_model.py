@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.drafters import K_MAX
+from specchat.decoding.target import K_MAX
 
 EOS = 0
 WORDS = [
