@@ -51,6 +51,7 @@ COPIED = "copied.txt"  # in the data folder: what F6 or F7 copied last, sure to 
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.notifications import SeverityLevel
 
     from specchat.tui.controller import ChatController, Notice
 
@@ -223,7 +224,7 @@ class FileView(Protocol):
     @property
     def app(self) -> App: ...
     def notify(
-        self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None
+        self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float | None = None
     ) -> None: ...
     def tell(self, notice: Notice | None) -> None: ...
     def set_status(self, note: str | None = None) -> None: ...

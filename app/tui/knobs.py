@@ -20,6 +20,7 @@ from specchat.tui.screens import TextPrompt
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.notifications import SeverityLevel
 
     from specchat.tui.controller import ChatController
 
@@ -51,7 +52,9 @@ class KnobView(Protocol):
 
     @property
     def app(self) -> App: ...
-    def notify(self, message: str, *, severity: str = "information", timeout: float | None = None) -> None: ...
+    def notify(
+        self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float | None = None
+    ) -> None: ...
     def set_status(self, note: str | None = None) -> None: ...
     def keep(self, changes: dict) -> None: ...
 
