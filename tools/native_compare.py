@@ -30,8 +30,9 @@ between replies.
 
 Beside auto's real speedup (its tok/s over off's, from separate runs) the
 table gives the speedup auto's own stats line showed (the median of its
-runs' `speedup`, measured against the plain steps of the same turn): the
-one a user sees, and how far it is from the real one.
+runs' `speedup`, measured against the plain steps of the same turn, and
+the median of their 90% intervals, from the spread of those steps): the one
+a user sees, and how far it is from the real one.
 
 `--suite mt-bench` and `--suite humaneval` take the public sets `specchat
 bench` takes (`--sample N` per category, `--categories` some of them),
@@ -193,7 +194,8 @@ def run_one(name: str, target: Path, draft: Path, ask: Ask, prompt: str, args) -
     """One configuration on one row: its reported decode speed and tokens."""
     if name in ("off", "auto"):
         stats = specchat_turn(name, target, draft, ask, args)["stats"]
-        return {"tok_s": stats["tok_s"], "tokens": stats["tokens"], "shown": stats["speedup"], "alpha": stats["alpha"]}
+        return {"tok_s": stats["tok_s"], "tokens": stats["tokens"], "shown": stats["speedup"], "alpha": stats["alpha"],
+                "shown_low": stats.get("speedup_low"), "shown_high": stats.get("speedup_high")}
     out = subprocess.run(native_command(name, target, draft, prompt, args), capture_output=True, text=True,
                          check=False)
     found = SPEED.findall(out.stdout + out.stderr)
@@ -219,12 +221,24 @@ def table(results: dict, configs: list[str]) -> list[str]:
         best = max(native, key=lambda c: native[c]) if native else None
         cells = [f"{med['off']:.1f} tok/s"] + [f"{med[c]:.1f} ({med[c] / med['off']:.2f}×)" for c in configs[1:]]
         vs = f"{med['auto'] / native[best]:.2f}×" if best else "–"
-        said = [r["shown"] for r in by["auto"] if r.get("shown") is not None]  # None: nothing was drafted
-        shown = statistics.median(said) if said else None
+        said = [r for r in by["auto"] if r.get("shown") is not None]  # None: nothing was drafted
+        shown = statistics.median(r["shown"] for r in said) if said else None
         against = "–" if shown is None else f"{shown / (med['auto'] / med['off']):.2f}"
         lines.append(f"| {prompt} | " + " | ".join(cells) + f" | {best or '–'} | {vs} "
-                     f"| {'none' if shown is None else f'{shown:.2f}×'} ({len(said)} of {len(by['auto'])}) | {against} |")
+                     f"| {shown_cell(shown, said)} ({len(said)} of {len(by['auto'])}) | {against} |")
     return lines
+
+
+def shown_cell(shown: float | None, said: list[dict]) -> str:
+    """The median shown speedup, and the median of its runs' 90% intervals
+    where they hold one (the stats line shows an interval wider than ±5%)."""
+    if shown is None:
+        return "none"
+    ranged = [r for r in said if r.get("shown_low") is not None and r.get("shown_high") is not None]
+    if not ranged:
+        return f"{shown:.2f}×"
+    low, high = (statistics.median(r[k] for r in ranged) for k in ("shown_low", "shown_high"))
+    return f"{shown:.2f}× ({low:.2f}–{high:.2f})"
 
 
 def by_group(results: dict, rows: dict[str, Ask], configs: list[str]) -> list[str]:
