@@ -24,6 +24,10 @@ class Round:
     steady: bool = False  # a plain step after costs.warmup_steps plain steps in a row: a baseline sample
     t_draft: float = 0.0
     t_verify: float = 0.0
+    # The round's whole wall time: its draft and verify, and what follows them
+    # before the next round (its text, the drafter's observe, the screen's
+    # callback); 0.0 where not timed (a round made by hand).
+    t_round: float = 0.0
     # Text of the committed pieces, decoded incrementally (UTF-8 safe).
     accepted_text: str = ""
     forced: int = 0  # leading accepted tokens the grammar forced in a mixed draft (hybrid)
@@ -33,6 +37,17 @@ class Round:
     eos: bool = False  # this round ended the turn on an end-of-generation token
     mode: str = ""  # the drafter that ran the round ("hybrid", "auto", …); `drafter` is its inner source
     choice: str = ""  # auto's decision for the round, e.g. "ngram k=6"
+
+    @property
+    def wall(self) -> float:
+        """The round's wall time (draft + verify where nothing else was timed)."""
+        return self.t_round or self.t_draft + self.t_verify
+
+    @property
+    def step(self) -> float:
+        """What the round would cost in an off-mode stream: its wall time
+        without the drafter's decision (off decides nothing)."""
+        return max(0.0, self.wall - self.t_draft)
 
     @property
     def committed(self) -> list[int]:
@@ -97,10 +112,10 @@ def summarize(
     Three groups of rounds matter:
     - verify rounds (something was drafted): alpha and acceptance come from them;
     - steady plain rounds (a single-token step after a few others, forced or
-      because the drafter had nothing): their time is the measured
-      plain-decoding baseline;
+      because the drafter had nothing): their wall time, less the drafter's
+      decision, is the measured plain-decoding baseline (`Round.step`);
     - strategy rounds (all but the forced do-nothing-arm steps): what the
-      chosen drafter achieved, which spec_tok_s reports.
+      chosen drafter achieved, over their wall time, which spec_tok_s reports.
     """
     verify = [r for r in rounds if not r.plain]
     plain = [r for r in rounds if r.plain]
@@ -123,9 +138,12 @@ def summarize(
     s.t_other = max(0.0, t_decode - s.t_draft - s.t_verify - s.t_plain)
     s.plain_steps = len(plain)
     s.tok_s = s.tokens / t_decode if t_decode > 0 else 0.0
-    t_strategy = sum(r.t_draft + r.t_verify for r in strategy)
+    # Both sides count a round's whole wall time, not its decode alone: a
+    # drafter that takes fewer rounds pays what each round costs beyond its
+    # decode fewer times, as a real off run pays it at every step.
+    t_strategy = sum(r.wall for r in strategy)
     s.spec_tok_s = _tokens(strategy) / t_strategy if t_strategy > 0 else 0.0
-    t_steady = sum(r.t_verify for r in steady)
+    t_steady = sum(r.step for r in steady)
     if steady and t_steady > 0:
         # A plain step per steady round, the one that decodes the end-of-generation
         # token too: it costs a step and shows no token.
@@ -134,7 +152,7 @@ def summarize(
         # A turn that drafted nothing ran plain steps only: its "speedup" would
         # be the machine's noise, so it has none (drafter off included).
         s.speedup = s.spec_tok_s / s.baseline_tok_s
-        interval = mean_interval([r.t_verify for r in steady])
+        interval = mean_interval([r.step for r in steady])
         if interval is not None:  # speedup = spec_tok_s × the mean step time
             s.speedup_low, s.speedup_high = s.spec_tok_s * interval[0], s.spec_tok_s * interval[1]
     s.prefill_tokens = prefill_tokens

@@ -171,6 +171,7 @@ class Engine:
                 turn.finish = "context"
                 break
             self._take_switch(context)
+            started = time.perf_counter()
             arm_step = self.drafter.name != "off" and arm.wants_step(i)
             r = self._round(context, max_tokens - len(turn.tokens), arm_step, arm.plain_run)
             arm.record(r)
@@ -186,6 +187,7 @@ class Engine:
                 self._drafter_hook(self.drafter.observe, new)
             if on_round is not None:
                 on_round(r)
+            r.t_round = time.perf_counter() - started
             i += 1
             if r.eos:
                 turn.finish = "eos"

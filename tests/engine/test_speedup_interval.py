@@ -61,3 +61,31 @@ def test_a_turn_that_drafted_nothing_has_no_speedup():
     s = summarize([plain(0.036), plain(0.040), plain(0.035)], t_decode=0.111)
     assert s.baseline_tok_s == pytest.approx(3 / 0.111)
     assert (s.speedup, s.speedup_low, s.speedup_high) == (None, None, None)
+
+
+def test_the_speedup_counts_what_a_round_costs_beyond_its_decode_on_both_sides():
+    """Every round pays for its text, the index's update and the screen's
+    callback after its decode; a drafter that takes fewer rounds pays it
+    fewer times. The speedup is a real off run's: a steady step's wall time
+    less the drafter's decision (off decides nothing), against the drafter's
+    rounds' whole wall time."""
+    step, beyond, decide, check = 0.030, 0.006, 0.002, 0.180  # a plain decode, the rest of a round, auto's pick, a verify
+
+    def timed(r: Round, decode: float) -> Round:
+        r.t_draft, r.t_verify, r.t_round = decide, decode, decide + decode + beyond
+        return r
+
+    rounds = [timed(plain(0), step) for _ in range(4)] + [timed(verify(0), check) for _ in range(4)]
+    s = summarize(rounds, t_decode=sum(r.t_round for r in rounds)).to_dict()
+    off_tok_s = 1 / (step + beyond)  # an off run: every token a decode and the rest of its round
+    mine_tok_s = (4 + 4 * 8) / (4 * (decide + step + beyond) + 4 * (decide + check + beyond))
+    assert s["baseline_tok_s"] == pytest.approx(off_tok_s)
+    assert s["speedup"] == pytest.approx(mine_tok_s / off_tok_s)
+    inner = ((4 + 32) / (4 * (decide + step) + 4 * (decide + check))) * step  # the decodes alone, as before
+    assert s["speedup"] > inner  # fewer rounds, so less of what a round costs beyond its decode
+
+
+def test_a_round_made_by_hand_counts_its_draft_and_verify():
+    r = verify(0.3)
+    r.t_draft = 0.01
+    assert r.wall == pytest.approx(0.31) and r.step == pytest.approx(0.3)
