@@ -15,7 +15,7 @@ the reply it branched from.
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
@@ -32,10 +32,7 @@ from specchat.message.attach import first_line
 from specchat.textsafe import safe_text
 
 if TYPE_CHECKING:
-    from textual.app import App
-    from textual.notifications import SeverityLevel
-
-    from specchat.tui.controller import ChatController
+    from specchat.tui.view import ChatView
 
 BRANCH_TITLE = "Branch from a message  (enter: yours to edit and send again, a reply to have again · esc)"
 
@@ -71,22 +68,6 @@ def message_option(i: int, m: Stored) -> Option:
     first = first_line(m.content) if not m.problem else "(unreadable)"
     text = safe_text(f"{i + 1:>3} {who:>5}: {first[:100]}")
     return Option(Content(text), id=str(i), disabled=bool(m.problem))
-
-
-class ChatView(Protocol):
-    """What the branch keys use of the chat's screen (ChatScreen)."""
-
-    chat: ChatController
-
-    @property
-    def app(self) -> App: ...
-    def busy(self) -> bool: ...
-    def notify(
-        self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float | None = None
-    ) -> None: ...
-    def load_conversation(self, conv_id: int) -> None: ...
-    def edit_in_prompt(self, text: str, note: str) -> None: ...
-    def start(self, kind: str, text: str) -> None: ...
 
 
 class Branches:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -50,10 +50,7 @@ from specchat.walk import walk
 COPIED = "copied.txt"  # in the data folder: what F6 or F7 copied last, sure to be there
 
 if TYPE_CHECKING:
-    from textual.app import App
-    from textual.notifications import SeverityLevel
-
-    from specchat.tui.controller import ChatController, Notice
+    from specchat.tui.view import ChatView
 
 MAX_FILES = 5000  # the picker lists at most this many, and says so when a folder holds more
 MAX_FOLDERS = 50_000  # folders it walks at most: a tree bigger than that (a home folder, a disk) is left unwalked
@@ -216,27 +213,10 @@ class FilePicker(ModalScreen[str | None]):
         self.query_one(OptionList).focus()
 
 
-class FileView(Protocol):
-    """What the file keys use of the chat's screen (ChatScreen)."""
-
-    chat: ChatController
-
-    @property
-    def app(self) -> App: ...
-    def notify(
-        self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float | None = None
-    ) -> None: ...
-    def tell(self, notice: Notice | None) -> None: ...
-    def set_status(self, note: str | None = None) -> None: ...
-    def reply_text(self) -> str | None: ...
-    def clear_prompt(self) -> None: ...
-    def type_in_prompt(self, text: str) -> None: ...
-
-
 class FileKeys:
     """The chat's keys for files and a reply's code (@, F6, F7, F9), acting on its screen."""
 
-    def __init__(self, view: FileView) -> None:
+    def __init__(self, view: ChatView) -> None:
         self.view = view
 
     def copy_reply(self) -> None:

@@ -11,7 +11,7 @@ chat's. Each is kept in settings.toml for the next start.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from specchat import checks
 from specchat.errors import SpecchatError
@@ -19,10 +19,7 @@ from specchat.message.slash import command
 from specchat.tui.screens import TextPrompt
 
 if TYPE_CHECKING:
-    from textual.app import App
-    from textual.notifications import SeverityLevel
-
-    from specchat.tui.controller import ChatController
+    from specchat.tui.view import ChatView
 
 COMMANDS = ("/system", "/temp", "/top-p")
 
@@ -45,25 +42,11 @@ def number(command: str, value: str) -> float:
     return checks.temperature(x, flag=command) if command == "/temp" else checks.top_p(x, flag=command)
 
 
-class KnobView(Protocol):
-    """What the settings use of the chat's screen (ChatScreen)."""
-
-    chat: ChatController
-
-    @property
-    def app(self) -> App: ...
-    def notify(
-        self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float | None = None
-    ) -> None: ...
-    def set_status(self, note: str | None = None) -> None: ...
-    def keep(self, changes: dict) -> None: ...
-
-
 class Knobs:
     """The chat's settings commands (/system, /temp, /top-p and their
     prompts from the palette), acting on its screen."""
 
-    def __init__(self, view: KnobView) -> None:
+    def __init__(self, view: ChatView) -> None:
         self.view = view
 
     def run(self, command: str, value: str) -> None:
