@@ -41,7 +41,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from specchat import paths
 from specchat.display import NOT_MEASURED, measured_acceptance, measured_alpha, number
-from specchat.history.migrations import migrate
+from specchat.history.migrations import known, migrate
 from specchat.history.rows import Conversation, Message, read_conversation, read_message
 from specchat.history.search import Found, SearchIndex, mended
 from specchat.history.tree import Tree
@@ -104,6 +104,7 @@ class History:
         self.tree = Tree(self.db, self.lock, self.index)  # branches: fork, family, set_system
         self.db.text_factory = lambda raw: raw.decode("utf-8", "replace")  # a stray byte is not a crash
         try:
+            known(self.db)  # a newer specchat's history is left as it is: not even put in WAL mode
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA foreign_keys=ON")
             with self.db:

@@ -7,7 +7,7 @@ made before the steps were numbered reads as 0, and a step that adds
 columns adds only those it lacks (such a history may have them already).
 A history whose number is past STEPS was written by a newer specchat: it
 is not opened (this specchat would not know its columns), and it is left
-as it is.
+as it is; so is one whose number is below 0, which specchat never writes.
 """
 
 from __future__ import annotations
@@ -41,12 +41,21 @@ def version(db: sqlite3.Connection) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])
 
 
-def migrate(db: sqlite3.Connection) -> None:
-    """Run the steps this history has not had; an OperationalError for one
-    written by a newer specchat."""
+def known(db: sqlite3.Connection) -> int:
+    """The steps this history has had; an OperationalError, before anything
+    is written to it, for one written by a newer specchat or holding a
+    number below 0 (another program's, or a planted one)."""
     done = version(db)
     if done > len(STEPS):
         raise sqlite3.OperationalError(f"written by a newer specchat (schema step {done}; this one knows {len(STEPS)})")
+    if done < 0:
+        raise sqlite3.OperationalError(f"schema step {done} is not one specchat writes")
+    return done
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Run the steps this history has not had (`known` has checked its number)."""
+    done = known(db)
     for number, step in enumerate(STEPS[done:], done + 1):
         with db:
             step(db)

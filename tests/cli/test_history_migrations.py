@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from specchat.history.database import SCHEMA, History, Message, open_history
 from specchat.history.migrations import STEPS, version
 
@@ -62,3 +65,23 @@ def test_a_history_from_a_newer_specchat_is_left_as_it_is(tmp_path):
     assert why.endswith("chatting without saving") and "\n" not in why
     assert path.read_bytes() == before  # not renamed aside, not written
     assert not list(tmp_path.glob("*.damaged-*"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(number=st.integers(min_value=-(2**31), max_value=2**31 - 1))
+def test_any_schema_number_opens_at_every_step_or_is_left_as_it_is(tmp_path_factory, number):
+    """Whatever number a planted or foreign file holds, the history opens
+    with every step, or it is not opened and its bytes stay as they were."""
+    path = tmp_path_factory.mktemp("h") / "history.sqlite3"
+    old_history(path, with_branch_columns=number > 0)
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {number}")
+    db.close()
+    before = path.read_bytes()
+    opened, why = open_history(path)
+    if 0 <= number <= len(STEPS):
+        assert opened is not None and version(opened.db) == len(STEPS) and len(opened.list()) == 2
+        opened.close()
+    else:
+        assert opened is None and why.endswith("chatting without saving") and "\n" not in why
+        assert path.read_bytes() == before
