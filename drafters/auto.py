@@ -192,6 +192,8 @@ class AutoDrafter(Drafter):
         if hit is not None:
             start, match, _ = hit
             candidate = self.ngram.continuation(start, k)
+            if self.ngram.before_edit is not None:
+                match = self.ngram.before_edit  # an edit learned just now is priced as a guess
             acc = self.ngram_acc[min(match, MAX_BUCKET)]
             if self._copies_whole(context, match) and self.whole_acc.rate(0) > acc.rate(0):
                 acc = self.whole_acc

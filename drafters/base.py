@@ -76,6 +76,7 @@ class NgramPart(Protocol):
     """The n-gram drafter (ngram.py): hybrid drafts with it, auto prices its copies."""
 
     name: str
+    before_edit: int | None  # the latest match's length without an edit its lookup learned
 
     def begin(self, context: Sequence[int]) -> None: ...
     def observe(self, committed: Sequence[int]) -> None: ...

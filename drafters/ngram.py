@@ -74,6 +74,8 @@ class NgramDrafter(Drafter):
         self.edits: dict[tuple[int, ...], tuple[int, ...]] = {}  # tokens of the copied text -> what replaced them
         self.declined: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()  # edits a reply declined
         self._looked_at = 0  # where the latest lookup's context ended: where its continuation goes
+        # The latest match's length before an edit learned at that lookup lengthened it (None: none did)
+        self.before_edit: int | None = None
         # The latest continuation that wrote an edit: (its position, its tokens, offset -> the edit written there)
         self._written: tuple[int, list[int], dict[int, tuple[int, ...]]] | None = None
 
@@ -230,8 +232,12 @@ class NgramDrafter(Drafter):
         """(continuation start, match length, sightings) of the longest match
         among the latest sightings of each suffix n-gram (ties: the longer
         n-gram, then the later sighting). An edit where such a match stops
-        is learned, and may lengthen it at once."""
+        is learned, and may lengthen it at once; `before_edit` then keeps
+        its length without the edit, for an edit seen once is a guess (a
+        reply that drops a word of the question it restates, then goes its
+        own way)."""
         self._looked_at = len(context)
+        self.before_edit = None
         found = self._sightings(context)
         if not found:
             return None
@@ -239,7 +245,9 @@ class NgramDrafter(Drafter):
         if self.learn_edits and match >= RESYNC:
             for (m, i, j), _, _ in found:
                 if m == match and 0 <= i < j and context[j] != self.tokens[i] and self._learn_edit(context, i, j):
+                    straight = match
                     (match, _, _), start, seen = max(self._sightings(context), key=lambda f: f[0][0], default=best)
+                    self.before_edit = straight if match > straight else None
                     break
         return start, match, seen
 

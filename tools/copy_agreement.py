@@ -14,7 +14,8 @@ native_compare fetches them). Each is decoded greedily with drafting off,
 The first table is what auto's copy priors (drafters/auto.py, copy_rates)
 are drawn from: at each position of each reply where the n-gram drafter
 finds a match, whether the token it would draft first is the reply's next
-token, counted by match length. The second replays the real AutoDrafter,
+token, counted by match length (a match that an edit learned at that
+lookup lengthened counted apart, by its length without it). The second replays the real AutoDrafter,
 a fresh one per reply (as each `specchat run` starts), on this machine's
 kept cost curve (tools/replay.py's replay): a prediction, never a
 measurement; its speedups leave out what a round costs beyond the curve.
@@ -66,10 +67,12 @@ def decode(session, texts: dict[str, str]) -> list[dict]:
     return replies
 
 
-def first_token_agreement(replies: list[dict], spelling) -> dict[int, tuple[int, int]]:
-    """(agreed, matches) per match length (MAX_BUCKET or longer counted together)."""
-    hits: dict[int, int] = defaultdict(int)
-    trials: dict[int, int] = defaultdict(int)
+def first_token_agreement(replies: list[dict], spelling) -> dict[tuple[bool, int], tuple[int, int]]:
+    """(agreed, matches) per (whether an edit learned at that lookup
+    lengthened the match, its length without that edit), MAX_BUCKET or
+    longer counted together: the length auto prices a match by."""
+    hits: dict[tuple[bool, int], int] = defaultdict(int)
+    trials: dict[tuple[bool, int], int] = defaultdict(int)
     for r in replies:
         ngram = NgramDrafter(spelling=spelling)
         context = list(r["prompt"])
@@ -77,8 +80,9 @@ def first_token_agreement(replies: list[dict], spelling) -> dict[int, tuple[int,
         for token in r["reply"]:
             hit = ngram.lookup(context)
             first = ngram.continuation(hit[0], 1) if hit is not None else []
-            if first:
-                bucket = min(hit[1], MAX_BUCKET)
+            if hit is not None and first:
+                fresh = ngram.before_edit is not None
+                bucket = (fresh, min(ngram.before_edit if fresh else hit[1], MAX_BUCKET))
                 trials[bucket] += 1
                 hits[bucket] += first[0] == token
             context.append(token)
@@ -123,9 +127,13 @@ def main() -> int:
     priors = copy_rates()
     print(f"first-token agreement by match length, {len(replies)} replies:")
     print(f"{'match':>7} {'agreed':>14} {'rate':>6} {'prior':>6}")
-    for b, (h, n) in agreed.items():
-        label = f"{b}+" if b == MAX_BUCKET else str(b)
-        print(f"{label:>7} {f'{h} of {n}':>14} {h / n:6.2f} {priors[b].rate(0):6.2f}")
+    for fresh in (False, True):
+        if fresh and any(f for f, _ in agreed):
+            print("matches an edit learned at their lookup lengthened, by their length without it:")
+        for (f, b), (h, n) in agreed.items():
+            if f == fresh:
+                label = f"{b}+" if b == MAX_BUCKET else str(b)
+                print(f"{label:>7} {f'{h} of {n}':>14} {h / n:6.2f} {priors[b].rate(0):6.2f}")
     steps = ", ".join(f"{n}: {points[n] / points[1]:.2f}" for n in sorted(points) if n <= 17)
     print(f"\nauto replayed on the kept curve (plain steps per verify of n positions: {steps}):")
     for name, speedup in speedups.items():

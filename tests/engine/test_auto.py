@@ -243,6 +243,22 @@ def test_a_reply_that_copies_one_place_from_its_first_token_is_priced_as_a_whole
     assert a._last is a.ngram_acc[12]
 
 
+def test_a_match_an_edit_learned_just_now_lengthens_is_priced_by_what_agrees_since():
+    question = list(range(10, 50))
+    prompt = question + [1, 2]
+    a, _ = auto(CPU)
+    for _ in range(30):  # 15-token matches have agreed all along
+        a.ngram_acc[15].update(16, 16)
+    a.begin(prompt)
+    # The reply restates the question, leaves out two of its tokens, and
+    # agrees again for three: an edit, learned here, reads the match back 15.
+    context = prompt + question[:12] + question[14:17]
+    assert not a.propose(context, 16).tokens and a.ngram.edits == {(22, 23): ()}
+    assert a.ngram.before_edit == 3 and a.ngram.lookup(context)[1] == 15
+    # Known before this lookup, the edit is part of the match like any token.
+    assert a.propose(context, 16).tokens == question[17:33] and a._last is a.ngram_acc[15]
+
+
 def test_auto_on_the_engine_keeps_greedy_output():
     expected = plain_tokens(2, 80)
     model = FakeModel(seed=2)

@@ -27,7 +27,7 @@ from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.hybrid import HybridDrafter
 from specchat.drafters.memory import Memory, MemoryDrafter
-from specchat.drafters.ngram import NgramDrafter
+from specchat.drafters.ngram import RESYNC, NgramDrafter
 
 WORDS = ["the", "cat", "sat", "x", "=", "1", "def", "ret", "Scrap", "é"]
 PIECES = sorted(
@@ -239,6 +239,40 @@ def test_a_loop_copied_through_any_edits_drafts_at_most_k(unit, repeats, edits, 
             loop = (context[start:] * (k + 1))[:k]
             assert out == loop[: loop.index(TEMPLATE) if TEMPLATE in loop else k]  # the loop, to the template
     check(d.propose(context, k), k)
+
+
+@EXAMPLES
+@given(
+    text=st.lists(st.integers(0, V - 1), min_size=4, max_size=40),
+    at=st.integers(0, 40),
+    removed=st.integers(0, 3),
+    inserted=st.lists(st.integers(0, V - 1), max_size=3),
+    after=st.lists(st.integers(0, V - 1), max_size=12),
+)
+def test_a_match_an_edit_learned_at_its_lookup_lengthens_keeps_its_length_without_it(
+    text, at, removed, inserted, after
+):
+    """A reply that copies the text with one edit, then goes anywhere: where
+    a lookup learns an edit that lengthens its match, `before_edit` is the
+    match as it stood without it, at least RESYNC tokens and shorter than
+    the match; the first such, before any other edit was learned, is the
+    match a drafter that learns no edits finds there."""
+    at = min(at, len(text))
+    reply = [*text[:at], *inserted, *text[at + removed :], *after]
+    d, plain = NgramDrafter(), NgramDrafter(learn_edits=False)
+    context = [*text, TEMPLATE]
+    d.begin(context)
+    plain.begin(context)
+    for token in reply:
+        known = dict(d.edits)
+        hit, straight = d.lookup(context), plain.lookup(context)
+        if d.before_edit is not None:
+            assert hit is not None and RESYNC <= d.before_edit < hit[1]
+            if not known:
+                assert straight is not None and d.before_edit == straight[1]
+        context.append(token)
+        d.observe([token])
+        plain.observe([token])
 
 
 def test_a_copy_an_edit_makes_shorter_than_its_loop_still_loops():
