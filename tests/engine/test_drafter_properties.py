@@ -275,6 +275,26 @@ def test_a_match_an_edit_learned_at_its_lookup_lengthens_keeps_its_length_withou
         plain.observe([token])
 
 
+@EXAMPLES
+@given(turns=st.lists(conversations(), min_size=1, max_size=4), role=st.lists(st.sampled_from(WORDS), max_size=2))
+def test_a_match_never_reaches_back_into_a_role_header(turns, role):
+    """Turns of any tokens, each after a role header (a template token, a
+    role's word or none, a line break): a match at a reply's first token is
+    none, and later ones count at most the tokens the reply has written."""
+    header = [TEMPLATE, *SPELLING.tokenize(" ".join(role)), NL]
+    d = NgramDrafter(spelling=SPELLING)
+    context: list[int] = []
+    d.begin(context)
+    for turn in turns:
+        context += header
+        d.observe(header)
+        for written, token in enumerate([t for t in turn if t != TEMPLATE]):
+            found = d.lookup(context)
+            assert (found is None) if written < d.n_min else (found is None or found[1] <= written)
+            context.append(token)
+            d.observe([token])
+
+
 def test_a_copy_an_edit_makes_shorter_than_its_loop_still_loops():
     """A loop whose copy an edit shortens ([4, 5, 6] written as [7]) drafts
     the copy over and over: it used to index before the copy's start."""

@@ -178,3 +178,22 @@ def test_a_reply_that_restates_the_request_is_never_drafted_past_the_template(sp
     d.begin(context)
     copied = d.text_copy(context, 32)
     assert copied is not None and text(spelling, copied[1]) == " day, and red at sunset?"
+
+
+def test_a_reply_never_starts_by_copying_how_the_last_one_started(spelling):
+    """A second turn's reply follows the same role header as the first: a
+    match through the header is the template's, not the reply's, so the
+    n-gram drafter drafts nothing there, and once the reply has written a
+    few tokens of its own a match counts only those."""
+    model = spelling.target
+    first = "Superposition is a fundamental concept in quantum mechanics."
+    messages = [{"role": "user", "content": "What is superposition?"}, {"role": "assistant", "content": first}]
+    context = model.tokenize(model.apply_template([*messages, {"role": "user", "content": "Is that right?"}]))
+    d = NgramDrafter(spelling=spelling)
+    d.begin(context)
+    assert d.lookup(context) is None and d.propose(context, 8).tokens == []
+    reply = spelling.tokenize(" I think a fundamental concept in")
+    d.observe(reply)
+    found = d.lookup([*context, *reply])
+    assert found is not None and found[1] <= len(reply)
+    assert text(spelling, d.continuation(found[0], 3)).startswith(" quantum")
