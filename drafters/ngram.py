@@ -53,7 +53,6 @@ CANDIDATES = 4  # latest sightings kept per n-gram; the longest match wins
 EDIT_SPAN = 3  # an edit replaces at most this many tokens by at most this many
 RESYNC = 3  # tokens that agree on each side of an edit before it is learned
 MAX_EDITS = 32  # edits kept per conversation; the oldest goes first
-HEADER = 4  # a line break this near a template token ends its role header ("assistant\n")
 
 
 class NgramDrafter(Drafter):
@@ -258,7 +257,7 @@ class NgramDrafter(Drafter):
                     (match, _, _), start, seen = max(self._sightings(context), key=lambda f: f[0][0], default=best)
                     self.before_edit = straight if match > straight else None
                     break
-        written = self._since_header(context, match)
+        written = self.text.since_header(context, match) if self.text is not None else match
         if written < self.n_min:
             self.before_edit = None
             return None
@@ -266,21 +265,6 @@ class NgramDrafter(Drafter):
         if self.before_edit is not None and self.before_edit >= match:
             self.before_edit = None  # what the edit lengthened lay in the header: it counts for nothing
         return start, match, seen
-
-    def _since_header(self, context: Sequence[int], match: int) -> int:
-        """How many of the context's last tokens follow the latest role header
-        that a match of this length reaches into; `match` where it reaches
-        into none (or without a tokenizer)."""
-        if self.text is None:
-            return match
-        piece, end = self.text.spelling.piece, len(context)
-        for t in range(end - 1, max(-1, end - match - HEADER - 1), -1):
-            if not piece(context[t]):  # a template token: its line is the header's
-                breaks = [p for p in range(t + 1, min(t + 1 + HEADER, end)) if "\n" in piece(context[p])]
-                if breaks:
-                    return end - breaks[0] - 1
-                return end - t - 1 if t + HEADER < end else 0  # no break near it: the token alone is the header
-        return match
 
     def _sightings(self, context: Sequence[int]) -> list[tuple[tuple[int, int, int], int, int]]:
         """((match, i, j) as _extend gives it, start, sightings) of the latest

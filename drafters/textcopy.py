@@ -40,6 +40,7 @@ LINE_MATCH = 5  # characters of a line's words, past its marker, that match once
 LINE_START = re.compile(r"\s*(?:[-*+>]\s|\d{1,3}[.)]\s)?\s*[\"'“‘`]?")  # indent, list marker, opening quote
 SENTENCE_END = ".!?:;"  # what ends a sentence, before a space
 LONGEST_LINE = 200  # characters looked back for the line's start
+HEADER = 4  # a line break this near a template token ends its role header
 BARRIER = "\x00"  # where the template's tokens stand in the text (a NUL in a reply would only end a copy early)
 
 
@@ -159,6 +160,19 @@ class TextCopy:
     def untemplated(self, tokens) -> int:
         """How many of these tokens come before the first of the template's (a token with no text)."""
         return next((i for i, t in enumerate(tokens) if not self.spelling.piece(t)), len(tokens))
+
+    def since_header(self, tokens, match: int) -> int:
+        """How many of the last tokens follow the latest role header (a
+        template token and the rest of its line: "assistant", a break) that a match
+        of this many tokens reaches into: `match` where it reaches into none."""
+        piece, end = self.spelling.piece, len(tokens)
+        for t in range(end - 1, max(-1, end - match - HEADER - 1), -1):
+            if not piece(tokens[t]):
+                breaks = [p for p in range(t + 1, min(t + 1 + HEADER, end)) if "\n" in piece(tokens[p])]
+                if breaks:
+                    return end - breaks[0] - 1
+                return end - t - 1 if t + HEADER < end else 0  # no break near it: the token alone is the header
+        return match
 
     def has_word(self, tokens) -> bool:
         """Whether any of these tokens holds a letter or a digit."""
