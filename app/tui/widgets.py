@@ -3,8 +3,9 @@ marked in its place), the colour-coded reply, its stats line, the status
 bar, the stats panel and the prompt input.
 
 A reply is a list of spans ({text, kind, drafter}, as `specchat.display.spans`
-makes them). Styles name theme variables ($spec-accepted, ...), which Textual
-resolves at render time, so a theme switch recolours every reply.
+makes them), drawn in chunks (tui/replytext.py). Styles name theme variables
+($spec-accepted, ...), which Textual resolves at render time, so a theme
+switch recolours every reply.
 """
 
 from __future__ import annotations
@@ -24,22 +25,7 @@ from specchat.display import merge_spans, shown_text, stats_fields
 from specchat.history.database import Message as Stored
 from specchat.textsafe import safe_text
 from specchat.themes import span_style
-
-# --- spans --------------------------------------------------------------------
-
-
-def spans_content(spans: list[dict], show_rejected: bool) -> Content:
-    content = Content("")
-    for s in spans:
-        if s["kind"] == "rejected" and not show_rejected:
-            continue
-        content = content.append_text(shown_text(s), span_style(s["kind"], s["drafter"]))
-    return content
-
-
-def reply_text(spans: list[dict]) -> str:
-    return "".join(s["text"] for s in spans if s["kind"] != "rejected")
-
+from specchat.tui.replytext import chunk_spans, ended_contents, reply_text, spans_content
 
 # --- the stats line -------------------------------------------------------------
 
@@ -93,44 +79,6 @@ def stored_message(msg: Stored, show_rejected: bool) -> Static | AssistantMessag
     return AssistantMessage(spans, msg.stats or {}, msg.finish, show_rejected)
 
 
-CHUNK_CHARS = 240  # a reply is shown in chunks of about this size, split at newlines
-
-
-def chunk_spans(chunks: list[list[dict]], new: list[dict]) -> None:
-    """Add spans to the view's chunks. Once the last chunk holds CHUNK_CHARS,
-    a newline starts a new chunk; past twice that, so does a sentence end
-    (". "), and past eight times, any space (text without sentence ends).
-    The separator between two chunks is the widget boundary, so it is dropped
-    from the view (never from the data)."""
-    for s in new:
-        text = s["text"]
-        while s["kind"] != "rejected":
-            size = sum(len(x["text"]) for x in chunks[-1])
-            tail = chunks[-1][-1]["text"][-1:] if chunks[-1] else ""
-            cut = _boundary(tail + text, size) - len(tail)
-            if cut < 0:  # no boundary in this span
-                break
-            if cut:
-                merge_spans(chunks[-1], [{**s, "text": text[:cut]}])
-            chunks.append([])
-            text = text[cut + 1 :]
-        if text:
-            merge_spans(chunks[-1], [{**s, "text": text}])
-
-
-def _boundary(text: str, size: int) -> int:
-    """Index of the separator where a new chunk may start, or -1 (or less)."""
-    if size >= CHUNK_CHARS and "\n" in text:
-        return text.index("\n")
-    if size >= 2 * CHUNK_CHARS:
-        for mark in (". ", "? ", "! "):
-            if mark in text:
-                return text.index(mark) + 1
-    if size >= 8 * CHUNK_CHARS and " " in text:  # no sentence ends at all: any space
-        return text.index(" ")
-    return -1
-
-
 RESERVE_LINES = 6  # a streaming chunk grows in steps of this many lines
 
 
@@ -176,7 +124,8 @@ class AssistantMessage(Vertical):
 
     While it streams, its rejected drafts are shown struck through (that is
     the show). Once it ends, the text a user reads, selects and copies is the
-    reply alone, unless `show_rejected` (ctrl+t) asks for the drafts too."""
+    reply alone, unless `show_rejected` (ctrl+t) asks for the drafts too,
+    and its fenced code blocks are set off (tui/replytext.py)."""
 
     def __init__(
         self,
@@ -194,7 +143,7 @@ class AssistantMessage(Vertical):
         self.markdown_view = False
         merge_spans(self.spans, spans or [])  # merge_spans copies what it keeps
         chunk_spans(self.chunks, self.spans)
-        self._live = spans_content(self.chunks[-1], self.shows_rejected)  # the last chunk, grown by appending
+        self._live = self._contents()[-1]  # the last chunk, grown by appending while the reply streams
 
     @property
     def shows_rejected(self) -> bool:
@@ -203,8 +152,8 @@ class AssistantMessage(Vertical):
 
     def compose(self):
         with ReplyBody():
-            for chunk in self.chunks:
-                yield ReplyChunk(spans_content(chunk, self.shows_rejected))
+            for content in self._contents():
+                yield ReplyChunk(content)
         yield StatsLine("" if self.stats is None else stats_content(self.stats, self.finish))
 
     def on_mount(self) -> None:
@@ -250,8 +199,9 @@ class AssistantMessage(Vertical):
         widgets = list(body.query(ReplyChunk))
         live = self.stats is None
         if len(self.chunks) > len(widgets):
-            widgets[-1].show(spans_content(self.chunks[len(widgets) - 1], self.shows_rejected), live=False)
-            body.mount_all(ReplyChunk(spans_content(c, self.shows_rejected)) for c in self.chunks[len(widgets) :])
+            contents = self._contents(len(widgets) - 1)
+            widgets[-1].show(contents[0], live=False)
+            body.mount_all(ReplyChunk(c) for c in contents[1:])
         else:
             widgets[-1].show(self._live, live)  # an ended reply gives back its reserved lines
         if self.stats is not None:  # the reply ended
@@ -259,9 +209,17 @@ class AssistantMessage(Vertical):
 
     def set_show_rejected(self, show: bool) -> None:
         self.show_rejected = show
-        for widget, chunk in zip(self.query(ReplyChunk), self.chunks):
-            widget.update(spans_content(chunk, self.shows_rejected))
-        self._live = spans_content(self.chunks[-1], self.shows_rejected)
+        contents = self._contents()
+        for widget, content in zip(self.query(ReplyChunk), contents):
+            widget.update(content)
+        self._live = contents[-1]
+
+    def _contents(self, first: int = 0) -> list[Content]:
+        """The chunks from `first` on, as drawn: once the reply has ended, with
+        its code blocks set off (replytext.ended_contents)."""
+        if self.stats is None:
+            return [spans_content(chunk, self.shows_rejected) for chunk in self.chunks[first:]]
+        return ended_contents(self.chunks, self.text, self.shows_rejected)[first:]
 
     async def toggle_markdown(self) -> None:
         """Flip between the colour view and rendered Markdown."""

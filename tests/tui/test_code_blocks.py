@@ -1,0 +1,117 @@
+"""An ended reply's fenced code blocks are set off from its prose: a
+background on their lines, the fence lines dimmed, every token still in the
+colour of who proposed it. The text itself never changes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specchat.display import shown_text
+from specchat.tui.chatlog import ChatLog
+from specchat.tui.replytext import CODE_STYLE, FENCE_STYLE, chunk_spans, code_lines, ended_contents, reply_text
+from specchat.tui.widgets import AssistantMessage, ReplyBody
+from tests.support.tui import DARK, hexcolor, make_app, ready, segments
+
+pytestmark = pytest.mark.usefixtures("specchat_home")
+
+PANEL = "#272b34"  # specchat-dark's panel colour
+
+
+def styled(text: str) -> list[tuple[str, str]]:
+    return [(text[a:b], style) for a, b, style in code_lines(text)]
+
+
+def test_code_lines_fences_and_their_lines():
+    text = "Here:\n```python\ndef f():\n    return 1\n```\nDone."
+    assert styled(text) == [("```python", FENCE_STYLE), ("def f():", CODE_STYLE), ("    return 1", CODE_STYLE),
+                            ("```", FENCE_STYLE)]  # fmt: skip
+
+
+def test_code_lines_what_opens_and_closes_a_block():
+    assert styled("use ``` to fence\nno code") == []  # a fence opens a line
+    assert styled("```inline``` is no block\nx") == []  # backticks after a backtick fence: inline code
+    assert styled("    ```\nx") == []  # four spaces in: an indented line, not a fence
+    # A block closes at its own fence character, at least as long, with nothing after it.
+    assert styled("````\n```\n~~~\n```` x\n````")[1:] == [("```", CODE_STYLE), ("~~~", CODE_STYLE),
+                                                         ("```` x", CODE_STYLE), ("````", FENCE_STYLE)]  # fmt: skip
+    assert styled("~~~\ncode") == [("~~~", FENCE_STYLE), ("code", CODE_STYLE)]  # left open: to the end
+    assert styled("```\n\ncode\n```") == [("```", FENCE_STYLE), ("", CODE_STYLE), ("code", CODE_STYLE),
+                                          ("```", FENCE_STYLE)]  # fmt: skip
+
+
+def spans_of(alphabet: list[str]):
+    text = st.lists(st.sampled_from(alphabet), min_size=1, max_size=6).map("".join)
+    kind, drafter = st.sampled_from(["accepted", "rejected", "target"]), st.sampled_from(["ngram", "draft", "target"])
+    return st.lists(st.fixed_dictionaries({"text": text, "kind": kind, "drafter": drafter}), max_size=200)
+
+
+MARKS = ["a", " ", ". ", "\n", "```", "~~~", "`", "\x1b"]
+
+
+def ended(spans: list[dict], show_rejected: bool):
+    chunks: list[list[dict]] = [[]]
+    chunk_spans(chunks, spans)
+    return chunks, ended_contents(chunks, reply_text(spans), show_rejected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans_of([*MARKS, "\r\n", "\r"]), st.booleans())
+def test_an_ended_reply_draws_the_same_text(spans, show_rejected):
+    """Wherever the chunks were cut, each draws what it drew while streaming."""
+    chunks, contents = ended(spans, show_rejected)
+    assert len(contents) == len(chunks)
+    for chunk, content in zip(chunks, contents):
+        assert content.plain == "".join(shown_text(s) for s in chunk if show_rejected or s["kind"] != "rejected")
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans_of(MARKS), st.booleans())
+def test_an_ended_reply_styles_code_and_only_code(spans, show_rejected):
+    """A character of the reply is drawn on the panel exactly where
+    code_lines puts it, in its code line's style."""
+    chunks, contents = ended(spans, show_rejected)
+    text = reply_text(spans)
+    inside = {i: style for a, b, style in code_lines(text) for i in range(a, b)}
+    offset = 0
+    for chunk, content in zip(chunks, contents):
+        at = 0  # where in the chunk's drawn text
+        for s in chunk:
+            if s["kind"] == "rejected":
+                at += len(shown_text(s)) if show_rejected else 0
+                continue
+            for j in range(len(s["text"])):  # no character here changes length when made safe
+                styles = [str(x.style) for x in content.spans if x.start <= at + j < x.end]
+                want = inside.get(offset + j)
+                assert [x for x in styles if x.endswith(want)] if want else not [x for x in styles if "$panel" in x]
+            at += len(s["text"])
+            offset += len(s["text"])
+        offset += 1  # the separator the chunks dropped
+
+
+async def test_an_ended_reply_sets_its_code_block_off(tmp_path):
+    spans = [{"text": "Like this:\n```python\n", "kind": "target", "drafter": "target"},
+             {"text": "squares = [x * x for x in xs]", "kind": "accepted", "drafter": "draft"},
+             {"text": "\n```\nDone.", "kind": "target", "drafter": "target"}]  # fmt: skip
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        reply = AssistantMessage()
+        await app.query_one(ChatLog).mount(reply)
+        reply.add_spans(spans)
+        await pilot.pause()
+        assert not any(style.bgcolor and style.bgcolor.triplet.hex == PANEL
+                       for _, style in segments(reply.query_one(ReplyBody)))  # fmt: skip  # streaming: as it comes
+        reply.end({"tokens": 20}, "eos")
+        await pilot.pause()
+        runs = [(text, style) for text, style in segments(reply.query_one(ReplyBody)) if text.strip()]
+        on_panel = "".join(t for t, s in runs if s.bgcolor is not None and s.bgcolor.triplet.hex == PANEL)
+        assert on_panel.replace(" ", "") == "```pythonsquares=[x*xforxinxs]```"
+        code = [s for t, s in runs if "squares" in t]
+        assert code and hexcolor(code[0]) == DARK["model"]  # the draft model's tokens keep its colour
+        fences = [s for t, s in runs if t.startswith("```")]
+        assert fences and all(hexcolor(s) != DARK["fg"] for s in fences)  # dim: Textual draws it fainter
+        prose = [s for t, s in runs if "Like" in t or "Done" in t]
+        assert prose and all(s.bgcolor is None or s.bgcolor.triplet.hex != PANEL for s in prose)
+        assert reply.text == "".join(s["text"] for s in spans)  # what is copied: the reply, as it was
