@@ -128,6 +128,21 @@ def words_of(message: str) -> str:
     return _BLOCK.sub(lambda b: f"[+ {b['name']}]", message).replace("]\n\n", "] ").strip()
 
 
+def leading_files(message: str) -> tuple[list[tuple[str, int]], str]:
+    """The files a message starts with, as with_files puts them there (each
+    its name and its number of lines), and the rest of the message: the
+    user's words. A block the user wrote after their words is words."""
+    files, pos = [], 0
+    while (block := _BLOCK.match(message, pos)) is not None:
+        text = block["text"]
+        files.append((block["name"], text.count("\n") + 1 if text else 0))
+        pos = block.end()
+        if not message.startswith("\n\n", pos):
+            break
+        pos += 2
+    return files, message[pos:]
+
+
 def first_line(message: str) -> str:
     """The first line of a message's own words (words_of) that is not blank
     and opens no code fence: what a title or a list shows of it ("" for none)."""

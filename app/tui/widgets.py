@@ -23,6 +23,7 @@ from textual.widgets import Markdown, Static, TextArea
 from specchat.checks import blank
 from specchat.display import merge_spans, shown_text, stats_fields
 from specchat.history.database import Message as Stored
+from specchat.message.attach import leading_files
 from specchat.textsafe import safe_text
 from specchat.themes import span_style
 from specchat.tui.replytext import chunk_spans, ended_contents, reply_text, spans_content
@@ -54,10 +55,16 @@ def stats_content(stats: dict, finish: str | None) -> Content:
 
 
 class UserMessage(Static):
-    """What the user sent."""
+    """What the user sent: each file attached to it as one line (its name
+    and its length), then the user's words. `text` is the message whole."""
 
     def __init__(self, text: str) -> None:
-        super().__init__(Content(safe_text(text)), classes="user-message")
+        files, words = leading_files(text)
+        chips = [(safe_text(f"[+ {name} · {lines} line{'s' * (lines != 1)}]"), "bold $accent") for name, lines in files]
+        shown = Content("\n").join(Content.assemble(chip) for chip in chips)
+        if words or not files:
+            shown = Content("\n").join([shown, Content(safe_text(words))]) if files else Content(safe_text(words))
+        super().__init__(shown, classes="user-message")
         self.text = text
 
 
