@@ -6,9 +6,8 @@ A span is {text, kind, drafter}, as `specchat.display.spans` makes them.
 The code blocks take a background and their fence lines are dimmed; the
 tokens keep their provenance colours, so a block is not coloured by its
 syntax (F5 renders the reply as Markdown, syntax colours included). While
-a reply streams, its text is drawn as it comes: a block is only known once
-its fence line has ended, and the chunk being written is redrawn by
-appending to it.
+a reply streams its text is drawn as it comes, blocks and all, the chunk
+being written growing by appending; the blocks are set off once it ends.
 """
 
 from __future__ import annotations

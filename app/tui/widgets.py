@@ -60,11 +60,12 @@ class UserMessage(Static):
 
     def __init__(self, text: str) -> None:
         files, words = leading_files(text)
-        chips = [(safe_text(f"[+ {name} · {lines} line{'s' * (lines != 1)}]"), "bold $accent") for name, lines in files]
-        shown = Content("\n").join(Content.assemble(chip) for chip in chips)
+        lines = [
+            Content.styled(safe_text(f"[+ {name} · {n} line{'s' * (n != 1)}]"), "bold $accent") for name, n in files
+        ]
         if words or not files:
-            shown = Content("\n").join([shown, Content(safe_text(words))]) if files else Content(safe_text(words))
-        super().__init__(shown, classes="user-message")
+            lines.append(Content(safe_text(words)))
+        super().__init__(Content("\n").join(lines), classes="user-message")
         self.text = text
 
 
