@@ -6,10 +6,10 @@ from __future__ import annotations
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from specchat.decoding.costmodel import Measuring
-from specchat.display import device_text, measuring_line, number
+from specchat.display import NOT_MEASURED, device_text, measured_alpha, measuring_line, number
 from specchat.textsafe import safe_text
 from specchat.tui.controller import Status
 
@@ -103,23 +103,72 @@ def bar(share: float, width: int = 20) -> str:
     return "█" * full + "·" * (width - full)
 
 
+CHART_REPLIES = 8  # the charts show the last this many replies
+CHART_WIDTH = 30  # columns of the longest bar
+
+
 class StatsPanel(VerticalScroll):
     """Per-turn α and speedup, per-position acceptance, totals, time split.
     It scrolls: tab reaches it, and ↑ ↓ end bring the totals below the fold."""
 
     def compose(self):
         yield Static("Stats", classes="panel-title")
-        yield Static("α per reply", classes="panel-label")
-        yield Sparkline([], id="alpha-spark")
-        yield Static("speedup per reply", classes="panel-label")
-        yield Sparkline([], id="speedup-spark")
+        yield Static("α per reply (tokens per verify)", classes="panel-label")
+        yield Static("", id="alpha-chart")
+        yield Static("speedup per reply (│ is plain decoding, 1.00×)", classes="panel-label")
+        yield Static("", id="speedup-chart")
         yield Static("", id="panel-numbers")
 
     def show(self, turns: list[dict], devices: dict | None = None) -> None:
-        self.query_one("#alpha-spark", Sparkline).data = [t.get("alpha", 0.0) for t in turns]
-        # A reply that drafted nothing has no speedup: it is left out, not drawn as 0×.
-        self.query_one("#speedup-spark", Sparkline).data = [t["speedup"] for t in turns if t.get("speedup")]
+        self.query_one("#alpha-chart", Static).update(alpha_chart(turns))
+        self.query_one("#speedup-chart", Static).update(speedup_chart(turns))
         self.query_one("#panel-numbers", Static).update(panel_text(turns, devices or {}))
+
+
+def last_replies(turns: list[dict]) -> list[tuple[int, dict]]:
+    """The last CHART_REPLIES replies, each with its number in the conversation."""
+    return list(enumerate(turns, 1))[-CHART_REPLIES:]
+
+
+def unmeasured(n: int, stats: dict) -> Content:
+    """A reply's row where its figure is missing: it drafted nothing (or a server did not say)."""
+    why = NOT_MEASURED if stats.get("source") == "server" else "no drafts"
+    return Content.assemble(f"#{n:<3}", (f"     {why}", "$text-muted"))
+
+
+def alpha_chart(turns: list[dict]) -> Content:
+    """One row a reply: its number, its α and a bar on a scale up to the highest α shown."""
+    rows = [(n, t, measured_alpha(t)) for n, t in last_replies(turns)]
+    if not rows:
+        return Content.styled("no replies yet", "$text-muted")
+    top = max([a for _, _, a in rows if a is not None] + [1.0])
+    return Content("\n").join(
+        unmeasured(n, t) if a is None
+        else Content.assemble(f"#{n:<3}{a:6.2f} ", ("█" * round(a / top * CHART_WIDTH), "$spec-accepted"))
+        for n, t, a in rows
+    )  # fmt: skip
+
+
+def speedup_chart(turns: list[dict]) -> Content:
+    """One row a reply: its number, its speedup and a bar on a scale up to
+    at least 2×, crossed by │ where plain decoding's 1.00× is. A reply with
+    no speedup (it drafted nothing) says so, never a bar of 0×."""
+    rows = last_replies(turns)
+    if not rows:
+        return Content.styled("no replies yet", "$text-muted")
+    top = max([t.get("speedup") or 0.0 for _, t in rows] + [2.0])
+    one = round(CHART_WIDTH / top)  # the column of 1.00×
+    lines = []
+    for n, t in rows:
+        speedup = t.get("speedup")
+        if not speedup:
+            lines.append(unmeasured(n, t))
+            continue
+        bar = "█" * round(speedup / top * CHART_WIDTH)
+        left, right = (bar[:one], bar[one + 1 :]) if len(bar) > one else (bar.ljust(one), "")
+        colour = "$spec-good" if speedup > 1 else "$spec-bad" if speedup < 1 else "$text"
+        lines.append(Content.assemble(f"#{n:<3}{speedup:5.2f}× ", (left, colour), ("│", "bold $text"), (right, colour)))
+    return Content("\n").join(lines)
 
 
 def devices_content(devices: dict) -> list[Content]:
