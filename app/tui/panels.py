@@ -193,7 +193,7 @@ def panel_text(turns: list[dict], devices: dict | None = None) -> Content:
         return Content("\n").join(where + [Content("no replies yet")])
     last = turns[-1]
     lines = where + [
-        Content(f"last α {last.get('alpha', 0):.2f} · speedup {number(last.get('speedup'), '.2f', '×')}"),
+        Content(f"last α {number(measured_alpha(last))} · speedup {number(last.get('speedup'), '.2f', '×')}"),
         Content(""),
         Content("acceptance by draft position (last reply)"),
     ]

@@ -57,3 +57,10 @@ def test_every_speedup_row_reads_its_figure_on_one_scale(speedups):
     drawn = [(s, line.count("█")) for line, s in zip(lines, shown) if s is not None]
     for (a, x), (b, y) in zip(sorted(drawn), sorted(drawn)[1:]):
         assert x <= y  # a higher speedup never draws a shorter bar
+
+
+def test_the_last_replys_line_has_no_alpha_where_nothing_was_drafted():
+    from specchat.tui.panels import panel_text
+
+    assert "last α – · speedup –" in panel_text([{"alpha": 0.0, "drafted": 0, "speedup": None}]).plain
+    assert "last α 2.50 · speedup 1.20×" in panel_text([{"alpha": 2.5, "drafted": 8, "speedup": 1.2}]).plain
