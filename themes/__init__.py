@@ -23,6 +23,10 @@ User themes are TOML files in `<config dir>/themes/`, one theme per file:
     [variables]
     spec-accepted = "#859900"
 
+A spec colour a user theme leaves out is the light theme's where it says
+`dark = false`, the dark one's otherwise. The chat offers these themes and
+the user's, not Textual's own (some of those leave the prompt unreadable).
+
 Every key of a user theme is checked here, before Textual sees it
 (`theme_from_toml`): the name is plain words (it is listed in the palette),
 each colour parses as one, a variable is one specchat or Textual knows and
@@ -227,7 +231,8 @@ def theme_from_toml(text: str, default_name: str) -> Theme:
     data.setdefault("name", default_name)
     for key, value in data.items():
         _check(key, value)
-    data["variables"] = {**SPEC_DEFAULTS, **data.get("variables", {})}
+    # The token colours it leaves out: the light set on a light theme (dark = false), else the dark.
+    data["variables"] = {**(SPEC_DEFAULTS if data.get("dark", True) else LIGHT.variables), **data.get("variables", {})}
     theme = Theme(**data)
     try:
         theme.to_color_system().generate()  # what Textual does when the theme is chosen

@@ -14,6 +14,7 @@ from functools import partial
 from textual import on, work
 from textual.app import App
 from textual.message import Message
+from textual.theme import BUILTIN_THEMES
 
 from specchat import config, paths
 from specchat.config import Settings
@@ -107,7 +108,7 @@ class SpecchatApp(App):
         self.set_timer(REPLY_WAITS[signal.Signals(number)], lambda: self.exit(return_code=code))  # if it does not stop
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        """The token colours a theme leaves out (Textual's own): the light set on a light theme."""
+        """The token colours a theme leaves out (a user's): the light set on a light theme."""
         return dict(SPEC_DEFAULTS if self.current_theme.dark else LIGHT.variables)
 
     def notify(
@@ -146,6 +147,10 @@ class SpecchatApp(App):
     def on_mount(self) -> None:
         for theme in BUILTIN:
             self.register_theme(theme)
+        self.theme = DEFAULT_THEME  # before Textual's own go: the palette lists specchat's themes and the user's
+        for name, theme in BUILTIN_THEMES.items():
+            if self.available_themes.get(name) is theme:
+                self.unregister_theme(name)
         user_themes, errors = load_user_themes(paths.config_dir() / "themes")
         for theme in user_themes:
             self.register_theme(theme)

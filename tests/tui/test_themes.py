@@ -77,3 +77,23 @@ async def test_app_registers_user_themes(tmp_path, monkeypatch):
         app.theme = "specchat-colorblind"
         await pilot.pause()
         assert app.theme_variables["spec-rejected"] == "#e69f00"
+
+
+async def test_the_palette_offers_specchats_themes_and_the_users_only(tmp_path, monkeypatch):
+    """Textual's own themes are not offered (some leave the prompt unreadable);
+    a setting that names one says so in one line and opens on the default,
+    and a user theme named like one of Textual's is the user's."""
+    from specchat.config import Settings
+    from tests.support.tui import make_app, notices, ready
+
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
+    folder = tmp_path / "config" / "themes"
+    folder.mkdir(parents=True)
+    (folder / "nord.toml").write_text('primary = "#5e81ac"\n')
+    app = make_app(tmp_path, settings=Settings(theme="gruvbox"))
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        assert sorted(app.available_themes) == sorted([t.name for t in BUILTIN] + ["nord"])
+        assert app.available_themes["nord"].primary == "#5e81ac"
+        assert app.theme == "specchat-dark"
+        assert "unknown theme 'gruvbox'; using specchat-dark" in notices(app)

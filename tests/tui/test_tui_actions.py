@@ -426,16 +426,21 @@ async def test_keys_typed_while_the_conversation_has_focus_go_to_the_prompt(tmp_
         assert prompt.has_focus
 
 
-async def test_a_textual_light_theme_gets_light_token_colours(tmp_path):
+async def test_a_user_theme_without_token_colours_gets_its_lights_or_darks(tmp_path, monkeypatch):
     from specchat.themes import LIGHT
 
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
+    folder = tmp_path / "config" / "themes"
+    folder.mkdir(parents=True)
+    (folder / "paper.toml").write_text('primary = "#335577"\ndark = false\n')
+    (folder / "night.toml").write_text('primary = "#88aacc"\n')
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        app.theme = "textual-light"
+        app.theme = "paper"
         await wait_until(pilot, lambda: app.theme_variables["spec-accepted"] == LIGHT.variables["spec-accepted"])
         assert app.theme_variables["spec-rejected"] == LIGHT.variables["spec-rejected"]
-        app.theme = "textual-dark"
+        app.theme = "night"
         await wait_until(pilot, lambda: app.theme_variables["spec-accepted"] == SPEC_DEFAULTS["spec-accepted"])
 
 
