@@ -1,5 +1,6 @@
 """What the model store holds: `specchat models` (every pair, what is
-pulled, sizes, paths, verified state, the last `models check` verdict;
+pulled, sizes, the paths of what is on disk, verified state, how to pull
+what is not, the last `models check` verdict;
 `--verify` hashes every file again; the local pairs `models add`
 registered, with their paths) and `specchat rm`
 (delete what no other pulled pair needs; forget a local pair, never its files).
@@ -123,6 +124,8 @@ def _pair_lines(p: dict) -> str:
     lines += _verdict_lines(p)
     lines += _file_lines("target", p["target"], p["name"])
     lines += ["    draft   = target (the same file)"] if p["same_file"] else _file_lines("draft", p["draft"], p["name"])
+    if not p["ready"]:
+        lines.append(f"    get it: specchat pull {p['name']}")
     return "\n".join(lines)
 
 
@@ -136,7 +139,9 @@ def _none_pulled(p: dict) -> bool:
 
 
 def _file_lines(role: str, f: dict, pair: str) -> list[str]:
-    size = filesize.decimal(f["size"]) if f["size"] else "size ?"
+    """A file's size, state and where it comes from; its path where there is
+    something at it (a file not pulled yet has nothing to show there)."""
+    size = filesize.decimal(f["size"]) if f["size"] else ""  # a Hub-only file's size is known once pulled
     state = f["state"]
     if state == "partial" and f["size"]:
         state = f"partial {100 * f['partial_bytes'] // f['size']}%"
@@ -148,7 +153,8 @@ def _file_lines(role: str, f: dict, pair: str) -> list[str]:
         state = f"FOREIGN: {_WHY['foreign']}; fix: specchat pull {pair}"
     else:
         state += ", from the Hub or the PyPI mirror" if f["mirror"] else ", from the Hub only"
-    return [f"    {role:<7} {size:>9}  {state}", f"{'':>21}{f['path']}"]
+    line = f"    {role:<7} {size:>9}  {state}"
+    return [line] if f["state"] == "missing" else [line, f"{'':>21}{f['path']}"]
 
 
 def run_rm(names: list[str], force: bool = False) -> None:

@@ -43,7 +43,9 @@ def test_models_lists_every_pair_and_marks_the_default(specchat_home):
     assert "  smollm2-135m: not pulled" in lines
     assert "draft = target: it shows the machinery, not a speedup" in result.stdout
     assert "    target     1.1 GB  missing, from the Hub or the PyPI mirror" in lines
-    assert "    target     size ?  missing, from the Hub only" in lines  # Hub-only pairs
+    assert "    target             missing, from the Hub only" in lines  # a Hub-only file: its size once pulled
+    assert "    get it: specchat pull qwen2.5-coder-1.5b" in lines
+    assert "/data/models/" not in result.stdout  # nothing is on disk: no path to show
     for name in ("qwen2.5-coder-7b", "qwen2.5-7b", "llama3.2-3b", "qwen3-8b", "qwen3.5-4b-mtp"):
         assert f"  {name}: not pulled" in lines
 
