@@ -101,13 +101,15 @@ def code_lines(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def ended_contents(chunks: list[list[dict]], text: str, show_rejected: bool) -> list[Content]:
-    """Each chunk as spans_content draws it, with the code blocks of the
-    reply (its text, whose chunks they are) set off."""
+def ended_contents(chunks: list[list[dict]], text: str, show_rejected: bool, first: int = 0) -> list[Content]:
+    """The chunks from `first` on, each as spans_content draws it, with the
+    code blocks of the reply (its text, whose chunks they are) set off."""
     ranges = code_lines(text)
     ends = [end for _, end, _ in ranges]
     out, offset = [], 0
-    for chunk in chunks:
+    for chunk in chunks[:first]:  # drawn already: only where the next one starts
+        offset += len(reply_text(chunk)) + 1
+    for chunk in chunks[first:]:
         content = Content("")
         for s in chunk:
             own = span_style(s["kind"], s["drafter"])

@@ -151,7 +151,9 @@ class AssistantMessage(Vertical):
         self.markdown_view = False
         merge_spans(self.spans, spans or [])  # merge_spans copies what it keeps
         chunk_spans(self.chunks, self.spans)
-        self._live = self._contents()[-1]  # the last chunk, grown by appending while the reply streams
+        self._live = self._contents(len(self.chunks) - 1)[
+            0
+        ]  # the last chunk, grown by appending while the reply streams
 
     @property
     def shows_rejected(self) -> bool:
@@ -227,7 +229,7 @@ class AssistantMessage(Vertical):
         its code blocks set off (replytext.ended_contents)."""
         if self.stats is None:
             return [spans_content(chunk, self.shows_rejected) for chunk in self.chunks[first:]]
-        return ended_contents(self.chunks, self.text, self.shows_rejected)[first:]
+        return ended_contents(self.chunks, self.text, self.shows_rejected, first)
 
     async def toggle_markdown(self) -> None:
         """Flip between the colour view and rendered Markdown."""

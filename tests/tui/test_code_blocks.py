@@ -64,6 +64,9 @@ def test_an_ended_reply_draws_the_same_text(spans, show_rejected):
     assert len(contents) == len(chunks)
     for chunk, content in zip(chunks, contents):
         assert content.plain == "".join(shown_text(s) for s in chunk if show_rejected or s["kind"] != "rejected")
+    for first in range(len(chunks)):  # the chunks from one on, as a widget mounting them draws them
+        later = ended_contents(chunks, reply_text(spans), show_rejected, first)
+        assert [(c.plain, c.spans) for c in later] == [(c.plain, c.spans) for c in contents[first:]]
 
 
 @settings(max_examples=200, deadline=None)
