@@ -321,19 +321,16 @@ def test_a_theme_with_variables_not_a_table_is_refused_by_name(tmp_path):
 
 
 async def test_a_theme_with_a_bad_colour_falls_back_to_the_default(tmp_path, monkeypatch):
-    from tests.support.tui import make_app, ready
+    from tests.support.tui import make_app, ready, user_themes
 
-    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
-    folder = tmp_path / "config" / "themes"
-    folder.mkdir(parents=True)
-    (folder / "bad.toml").write_text('primary = "#0088cc"\nbackground = "not-a-colour"\n')
-    (folder / "worse.toml").write_text('primary = "#0088cc"\n[variables]\nspec-accepted = "greenish"\n')
+    user_themes(tmp_path, monkeypatch, bad='primary = "#0088cc"\nbackground = "not-a-colour"\n',
+                worse='primary = "#0088cc"\n[variables]\nspec-accepted = "greenish"\n')  # fmt: skip
     app = make_app(tmp_path, settings=Settings(theme="bad"))
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         assert app.theme == "specchat-dark"
         messages = [n.message for n in app._notifications]
-        assert f"theme {folder / 'bad.toml'}: background = 'not-a-colour' is not a colour (try \"#268bd2\"); not loaded" in messages
+        assert f"theme {tmp_path / 'config' / 'themes' / 'bad.toml'}: background = 'not-a-colour' is not a colour (try \"#268bd2\"); not loaded" in messages
         assert any("worse.toml: variables.spec-accepted = 'greenish' is not a colour" in m for m in messages)
         assert "unknown theme 'bad'; using specchat-dark" in messages
 

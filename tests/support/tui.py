@@ -119,6 +119,15 @@ def make_app(tmp_path, models=None, settings=None, **kw) -> SpecchatApp:
     )
 
 
+def user_themes(home, monkeypatch, **files: str) -> None:
+    """specchat's home at `home`, with these user theme files (name=TOML) in its config folder."""
+    monkeypatch.setenv("SPECCHAT_HOME", str(home))
+    folder = home / "config" / "themes"
+    folder.mkdir(parents=True)
+    for name, toml in files.items():
+        (folder / f"{name}.toml").write_text(toml)
+
+
 async def wait_until(pilot, predicate, timeout: float = 10.0) -> None:
     """Poll the app until predicate() holds (no fixed sleeps)."""
     loop = asyncio.get_running_loop()

@@ -55,7 +55,7 @@ def test_every_speedup_row_reads_its_figure_on_one_scale(speedups):
         assert line.count("█") <= CHART_WIDTH
     assert len(marks) <= 1
     drawn = [(s, line.count("█")) for line, s in zip(lines, shown) if s is not None]
-    for (a, x), (b, y) in zip(sorted(drawn), sorted(drawn)[1:]):
+    for (_, x), (_, y) in zip(sorted(drawn), sorted(drawn)[1:]):
         assert x <= y  # a higher speedup never draws a shorter bar
 
 

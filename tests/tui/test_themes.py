@@ -61,12 +61,9 @@ def test_theme_needs_primary():
 
 
 async def test_app_registers_user_themes(tmp_path, monkeypatch):
-    from tests.support.tui import make_app, ready
+    from tests.support.tui import make_app, ready, user_themes
 
-    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
-    folder = tmp_path / "config" / "themes"
-    folder.mkdir(parents=True)
-    (folder / "ocean.toml").write_text('primary = "#0088cc"\n[variables]\nspec-accepted = "#00aaff"\n')
+    user_themes(tmp_path, monkeypatch, ocean='primary = "#0088cc"\n[variables]\nspec-accepted = "#00aaff"\n')
     from specchat.config import Settings
 
     app = make_app(tmp_path, settings=Settings(theme="ocean"))
@@ -84,12 +81,9 @@ async def test_the_palette_offers_specchats_themes_and_the_users_only(tmp_path, 
     a setting that names one says so in one line and opens on the default,
     and a user theme named like one of Textual's is the user's."""
     from specchat.config import Settings
-    from tests.support.tui import make_app, notices, ready
+    from tests.support.tui import make_app, notices, ready, user_themes
 
-    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
-    folder = tmp_path / "config" / "themes"
-    folder.mkdir(parents=True)
-    (folder / "nord.toml").write_text('primary = "#5e81ac"\n')
+    user_themes(tmp_path, monkeypatch, nord='primary = "#5e81ac"\n')
     app = make_app(tmp_path, settings=Settings(theme="gruvbox"))
     async with app.run_test() as pilot:
         await ready(pilot)

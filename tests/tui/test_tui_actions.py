@@ -27,6 +27,7 @@ from tests.support.tui import (
     segments,
     send,
     start_reply,
+    user_themes,
     wait_until,
 )
 
@@ -429,11 +430,7 @@ async def test_keys_typed_while_the_conversation_has_focus_go_to_the_prompt(tmp_
 async def test_a_user_theme_without_token_colours_gets_its_lights_or_darks(tmp_path, monkeypatch):
     from specchat.themes import LIGHT
 
-    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
-    folder = tmp_path / "config" / "themes"
-    folder.mkdir(parents=True)
-    (folder / "paper.toml").write_text('primary = "#335577"\ndark = false\n')
-    (folder / "night.toml").write_text('primary = "#88aacc"\n')
+    user_themes(tmp_path, monkeypatch, paper='primary = "#335577"\ndark = false\n', night='primary = "#88aacc"\n')
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
