@@ -34,6 +34,7 @@ import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 from specchat.drafters.auto import MAX_BUCKET, copy_rates
 from specchat.drafters.ngram import NgramDrafter
 from specchat.session.chat import TargetSpelling
+from specchat.session.options import DecodeOptions, LoadOptions
 from tools import replay as R
 from tools.native_compare import held_out
 
@@ -110,7 +111,10 @@ def main() -> int:
     args = ap.parse_args()
     from specchat.session.loader import open_session
 
-    session = open_session(args.pair, drafter="off", k=16, baseline_every=0, max_tokens=args.max_tokens)
+    session = open_session(
+        LoadOptions(args.pair),
+        DecodeOptions(drafter="off", k=16, baseline_every=0, max_tokens=args.max_tokens),
+    )
     try:
         session.set_memory(False)
         kept = Path(args.replies) if args.replies else None

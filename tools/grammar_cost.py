@@ -45,10 +45,14 @@ def main() -> None:
     from specchat.decoding.costmodel import time_decodes
     from specchat.llamacpp.grammar import Grammar
     from specchat.session.loader import open_session
+    from specchat.session.options import DecodeOptions, LoadOptions
     from specchat.bench.suites import load_suite
 
     wanted = set(filter(None, args.prompts.split(",")))
-    session = open_session(args.pair, drafter="off", k=4, baseline_every=0, max_tokens=args.max_tokens)
+    session = open_session(
+        LoadOptions(args.pair),
+        DecodeOptions(drafter="off", k=4, baseline_every=0, max_tokens=args.max_tokens),
+    )
     target = session.target
     rows = []
     for prompt in load_suite("json").prompts:

@@ -183,9 +183,12 @@ def one_turn(spec: dict) -> int:
     from specchat.cli.run import run_once
     from specchat.drafters import default_k
     from specchat.session.loader import open_session
+    from specchat.session.options import DecodeOptions, LoadOptions
 
-    session = open_session(target=spec["target"], draft=spec["draft"], drafter=spec["drafter"],
-                           k=default_k(spec["drafter"]), max_tokens=spec["max_tokens"], threads=spec["threads"])
+    session = open_session(
+        LoadOptions(target=spec["target"], draft=spec["draft"], threads=spec["threads"]),
+        DecodeOptions(drafter=spec["drafter"], k=default_k(spec["drafter"]), max_tokens=spec["max_tokens"]),
+    )
     session.replace_messages(spec["history"])
     return run_once(session, spec["text"], json_out=True, identical=False)
 

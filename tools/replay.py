@@ -59,6 +59,7 @@ from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.session.chat import TargetSpelling
+from specchat.session.options import DecodeOptions, LoadOptions
 
 LONGEST = 48  # match lengths up to this get their own agreement rate
 WRONG = -1  # a simulated draft token that the reply never agrees with
@@ -357,7 +358,7 @@ def main() -> int:
         costs = bench_costs(report)
     from specchat.session.loader import open_session
 
-    session = open_session(args.pair, drafter="off", k=4)
+    session = open_session(LoadOptions(args.pair), DecodeOptions(drafter="off", k=4))
     try:
         replies = load_replies(report, session)
         Policy.spelling = TargetSpelling(session.target)

@@ -34,11 +34,12 @@ def serve(kind: str, pair: str, max_tokens: int) -> None:
     """One process's part: load, then decode one reply per line on stdin and
     print its tok/s, the way `kind` says."""
     from specchat.session.loader import open_session
+    from specchat.session.options import DecodeOptions, LoadOptions
 
     def call(fn):
         return fn() if kind == "main" else on_a_thread(fn)  # main: as `specchat run`
 
-    session = call(lambda: open_session(pair, drafter="off", k=4, max_tokens=max_tokens))
+    session = call(lambda: open_session(LoadOptions(pair), DecodeOptions(drafter="off", k=4, max_tokens=max_tokens)))
     count_sleeps(session)
     answer("ready")
     if kind == "app":

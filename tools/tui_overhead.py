@@ -42,16 +42,21 @@ PROMPT = "Write a Python function that reverses a list, then explain it."  # thr
 
 def fake_factory(step: float, drafter: str, k: int, max_tokens: int):
     from specchat.session.chat import ChatSession
+    from specchat.session.options import DecodeOptions, LoadOptions
     from tests.support.tui import long_model, noisy_draft
 
-    return lambda: ChatSession(long_model(step_seconds=step), load_draft_model=noisy_draft, drafter=drafter, k=k,
-                               max_tokens=max_tokens, pair="fake")
+    return lambda: ChatSession(
+        long_model(step_seconds=step),
+        noisy_draft,
+        DecodeOptions(drafter=drafter, k=k, max_tokens=max_tokens),
+        pair="fake",
+    )
 
 
 def real_factory(pair: str, drafter: str, k: int, max_tokens: int):
     from specchat.session.loader import open_session
 
-    return lambda: open_session(pair, drafter=drafter, k=k, max_tokens=max_tokens)
+    return lambda: open_session(LoadOptions(pair), DecodeOptions(drafter=drafter, k=k, max_tokens=max_tokens))
 
 
 def on_a_thread(fn):

@@ -38,6 +38,7 @@ from specchat.bench.runner import Bench, open_bench_session
 from specchat.bench.scorecard import LOSS, WIN, CostCurve
 from specchat.bench.suites import Suite, load_prompts, load_suite
 from specchat.errors import SpecchatError
+from specchat.session.options import LoadOptions
 from specchat.textsafe import safe_json, safe_text
 
 PROBE = ("code-edit", "summarize", "chat")  # the first prompt of each
@@ -231,31 +232,21 @@ def verdict_table(drafters: dict[str, dict]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
 
 
-def check_pair(
-    pair: str | None,
-    target: str | None = None,
-    draft: str | None = None,
-    *,
-    prompts: str | None = None,
-    max_tokens: int = MAX_TOKENS,
-    threads: int | None = None,
-    n_gpu_layers: int = -1,
-    draft_n_gpu_layers: int = -1,
-) -> dict:
+def check_pair(load: LoadOptions, *, prompts: str | None = None, max_tokens: int = MAX_TOKENS) -> dict:
     """Measure one pair (by name, or by its files) and return the check's
     figures; a named pair's verdict is kept. Progress goes to stderr."""
     from specchat.session.loader import pair_files, ships_mtp
 
     started = time.monotonic()
     suites = probe_suites(prompts)  # a bad --prompts is one line before anything loads
-    label, t_path, d_path = pair_files(pair, target, draft)
+    label, t_path, d_path = pair_files(load.pair, load.target, load.draft)
     has_mtp = ships_mtp(t_path)
     if d_path == t_path and has_mtp:
         d_path = None  # it drafts with its head, not with a copy of itself (as the chat does)
     plan = check_plan(suites, d_path is not None, max_tokens, has_mtp)
     status = Console(stderr=True, highlight=False)
     with status.status(f"loading {label}"):
-        session, pair_info = open_bench_session(plan, pair, target, draft, threads, n_gpu_layers, draft_n_gpu_layers)
+        session, pair_info = open_bench_session(plan, load)
     try:
         bench = Bench(session, plan, console=status)
         bench.stop = stop_rule(bench, started)
@@ -276,7 +267,7 @@ def check_pair(
         raise SpecchatError("stopped before the cost curve was measured", hint="run the check again", code=130)
     result = figures(report, step, after)
     result["architecture"] = {"target": _kinds(t_path), "draft": _kinds(d_path) if d_path else None}
-    if target is None and not result["interrupted"] and not result["untrusted"]:
+    if load.target is None and not result["interrupted"] and not result["untrusted"]:
         _keep(label, result, status)
     return result
 
@@ -289,11 +280,9 @@ def _kinds(path) -> dict | None:
     return None if a is None else {"name": a.name, "kinds": list(a.kinds), "speculation": a.speculation()}
 
 
-def run_check(
-    pair: str | None, target: str | None = None, draft: str | None = None, *, json_out: bool = False, **how
-) -> int:
+def run_check(load: LoadOptions, *, json_out: bool = False, **how) -> int:
     """`specchat models check`; returns the exit code (130 when stopped with Ctrl-C)."""
-    result = check_pair(pair, target, draft, **how)
+    result = check_pair(load, **how)
     if json_out:
         print(safe_json(result, indent=2))
     else:

@@ -31,6 +31,7 @@ from specchat.drafters import default_k
 from specchat.engine.loop import Turn
 from specchat.errors import SpecchatError
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions, LoadOptions
 from specchat.textsafe import safe_text
 
 WAYS = ("new", "one-word", "regenerate")
@@ -156,17 +157,9 @@ def table(rows: list[dict], title: str) -> Table:
 
 
 def run_command(
-    suites: list[str],
-    pair: str | None,
-    target: str | None,
-    draft: str | None,
-    prompts: str | None,
-    max_tokens: int,
-    json_file: str | None,
-    **loading,
+    suites: list[str], loading: LoadOptions, prompts: str | None, max_tokens: int, json_file: str | None
 ) -> int:
-    """`specchat bench --suites memory`; `loading`: open_session's threads
-    and GPU layers. Returns the exit code."""
+    """`specchat bench --suites memory`, on the pair `loading` names. Returns the exit code."""
     from specchat import checks
     from specchat.session.loader import open_session
 
@@ -177,16 +170,7 @@ def run_command(
     asked = load(prompts)
     status = Console(stderr=True, highlight=False)
     with status.status("loading the pair") as shown:
-        session = open_session(
-            pair,
-            target,
-            draft,
-            drafter="off",
-            k=16,
-            baseline_every=0,
-            max_tokens=max_tokens,
-            **loading,
-        )
+        session = open_session(loading, DecodeOptions("off", baseline_every=0, max_tokens=max_tokens))
         try:
             runs = measure(session, asked, progress=shown.update)
         finally:

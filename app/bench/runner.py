@@ -55,6 +55,7 @@ from specchat.decoding.sampling import SamplingParams
 from specchat.decoding.schema import check_reply
 from specchat.decoding.stats import TurnStats, first_difference, position_counts
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions, LoadOptions
 from specchat.textsafe import safe_text
 
 WIDE = 160  # output width when stdout is not a terminal
@@ -324,41 +325,22 @@ class _Stopped(Exception):
     """Bench.stop asked the bench to end here."""
 
 
-def open_bench_session(
-    plan: Plan,
-    pair: str | None = None,
-    target: str | None = None,
-    draft: str | None = None,
-    threads: int | None = None,
-    n_gpu_layers: int = -1,
-    draft_n_gpu_layers: int = -1,
-) -> tuple[ChatSession, dict]:
+def open_bench_session(plan: Plan, load: LoadOptions) -> tuple[ChatSession, dict]:
     """Load the pair once: (session, pair facts for the report)."""
     from specchat.session.loader import open_session, pair_files
 
-    label, t_path, d_path = pair_files(pair, target, draft)
-    session = open_session(
-        pair,
-        target,
-        draft,
-        drafter=OFF,
-        k=plan.max_k,
-        sampling=SamplingParams(temp=plan.temp),
-        baseline_every=0,
-        max_tokens=plan.max_tokens,
-        threads=threads,
-        n_gpu_layers=n_gpu_layers,
-        draft_n_gpu_layers=draft_n_gpu_layers,
+    label, t_path, d_path = pair_files(load.pair, load.target, load.draft)
+    decode = DecodeOptions(
+        OFF, plan.max_k, SamplingParams(temp=plan.temp), baseline_every=0, max_tokens=plan.max_tokens
     )
+    session = open_session(load, decode)
     session.set_memory(False)  # no run drafts from the replies of the runs before it
     return session, {"name": label, "target": file_facts(t_path), "draft": file_facts(d_path)}
 
 
 def run_command(
     *,
-    pair: str | None,
-    target: str | None = None,
-    draft: str | None = None,
+    load: LoadOptions,
     prompts: str | None = None,
     suites: str,
     drafters: str,
@@ -369,9 +351,6 @@ def run_command(
     json_file: str | None,
     sample: int | None = None,
     categories: str | None = None,
-    threads: int | None = None,
-    n_gpu_layers: int = -1,
-    draft_n_gpu_layers: int = -1,
 ) -> int:
     """`specchat bench` (but `--suites memory`: memory.run_command); returns
     the exit code (130 when stopped with Ctrl-C)."""
@@ -383,7 +362,7 @@ def run_command(
         console = Console(highlight=False, width=WIDE)  # a file or pipe gets the whole table
     status = Console(stderr=True, highlight=False)
     with status.status("loading the pair"):
-        session, pair_info = open_bench_session(plan, pair, target, draft, threads, n_gpu_layers, draft_n_gpu_layers)
+        session, pair_info = open_bench_session(plan, load)
     try:
         bench = Bench(session, plan, console=status)
         bench.run()

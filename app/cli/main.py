@@ -28,9 +28,8 @@ from specchat.cli.options import (
     THEME,
     Commands,
     K,
-    set_extra_bufts,
 )
-from specchat.drafters import DEFAULT_K, MODEL_K, READS_MEMORY, default_k, k_defaults
+from specchat.drafters import DEFAULT_K, MODEL_K, READS_MEMORY, k_defaults
 from specchat.errors import SpecchatError
 
 app = typer.Typer(
@@ -68,9 +67,8 @@ def chat(
         from specchat.tui import ChatOptions, run_chat
     except ImportError:
         _not_built("chat")
-    set_extra_bufts(extra_bufts)
     options = ChatOptions(
-        pair, target, draft, drafter, k, theme, server, baseline, baseline_server, conversation, resume
+        pair, target, draft, drafter, k, theme, server, baseline, baseline_server, conversation, resume, extra_bufts
     )
     code = run_chat(options)
     raise typer.Exit(code)  # a crash inside the app is not a success
@@ -200,8 +198,19 @@ def run(
     from specchat.decoding.sampling import SamplingParams
     from specchat.message.attach import read_attachment, with_files
     from specchat.session.loader import open_session
+    from specchat.session.options import DecodeOptions, load_options
 
-    set_extra_bufts(extra_bufts)
+    load = load_options(  # a bad flag is one line before any file is read
+        pair,
+        target,
+        draft,
+        threads=threads,
+        ctx=ctx,
+        n_gpu_layers=n_gpu_layers,
+        draft_n_gpu_layers=draft_n_gpu_layers,
+        extra_bufts=extra_bufts,
+        verbose=verbose,
+    )
     attached = [read_attachment(path) for path in files or []]  # a bad file is one line before any model loads
     prompt = with_files(_prompt(prompt), attached)
     if system is not None:
@@ -241,22 +250,15 @@ def run(
         finally:
             server_session.close()
     checks.drafter(drafter, constrained=constraint is not None)
-    session = open_session(
-        pair,
-        target,
-        draft,
-        drafter=drafter,
-        k=checks.k(default_k(drafter) if k is None else k),
-        sampling=sampling,
-        baseline_every=checks.baseline_every(baseline_every),
-        system=system,
-        max_tokens=checks.max_tokens(max_tokens),
-        threads=checks.threads(threads) or None,
-        ctx=checks.ctx(ctx) or None,
-        n_gpu_layers=checks.gpu_layers(n_gpu_layers),
-        draft_n_gpu_layers=checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers"),
-        verbose=verbose,
+    decode = DecodeOptions(
+        drafter,
+        None if k is None else checks.k(k),  # None: the drafter's own
+        sampling,
+        checks.baseline_every(baseline_every),
+        system,
+        checks.max_tokens(max_tokens),
     )
+    session = open_session(load, decode)
     session.set_constraint(constraint)
     from specchat.config import load_settings
 
@@ -351,22 +353,25 @@ def bench(
     from specchat import checks
     from specchat.bench import memory
     from specchat.bench.runner import run_command
+    from specchat.session.options import load_options
 
-    set_extra_bufts(extra_bufts)
+    load = load_options(
+        pair,
+        target,
+        draft,
+        threads=threads,
+        n_gpu_layers=n_gpu_layers,
+        draft_n_gpu_layers=draft_n_gpu_layers,
+        extra_bufts=extra_bufts,
+    )
     checks.temperature(temp)
     checks.max_tokens(max_tokens)
     checks.repeats(repeats)
-    checks.threads(threads)
-    checks.gpu_layers(n_gpu_layers)
-    checks.gpu_layers(draft_n_gpu_layers, "--draft-n-gpu-layers")
     names = list(dict.fromkeys(s.strip() for s in suites.split(",") if s.strip()))
     if "memory" in names:  # questions asked again: a procedure of its own
-        loading = {"threads": threads, "n_gpu_layers": n_gpu_layers, "draft_n_gpu_layers": draft_n_gpu_layers}
-        raise typer.Exit(memory.run_command(names, pair, target, draft, prompts, max_tokens, json_file, **loading))
+        raise typer.Exit(memory.run_command(names, load, prompts, max_tokens, json_file))
     code = run_command(
-        pair=pair,
-        target=target,
-        draft=draft,
+        load=load,
         prompts=prompts,
         suites=suites,
         sample=sample,
@@ -377,9 +382,6 @@ def bench(
         repeats=repeats,
         temp=temp,
         json_file=json_file,
-        threads=threads,
-        n_gpu_layers=n_gpu_layers,
-        draft_n_gpu_layers=draft_n_gpu_layers,
     )
     raise typer.Exit(code)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from specchat.cli.options import DRAFT, EXTRA_BUFTS, TARGET, set_extra_bufts
+from specchat.cli.options import DRAFT, EXTRA_BUFTS, TARGET
 
 
 def pull(
@@ -73,13 +73,17 @@ def models_scan(
     """Find the GGUF files you have and which can draft for which (llama.cpp's rule)."""
     from specchat.store.scan import run_scan
 
-    check = None
-    if measure:
-        from specchat.bench.check import check_pair
-
-        check = check_pair
+    check = _check if measure else None
     code = run_scan(dirs or None, add=add, json_out=json_out, check=check)
     raise typer.Exit(code)
+
+
+def _check(pair: str | None, target: str | None, draft: str | None) -> dict:
+    """`models check` of a pair that `models scan --measure` proposes."""
+    from specchat.bench.check import check_pair
+    from specchat.session.options import load_options
+
+    return check_pair(load_options(pair, target, draft))
 
 
 @models_app.command("check")
@@ -98,17 +102,10 @@ def models_check(
     """Measure whether speculation pays for a pair on this machine: break-even α by k, a probe, a verdict."""
     from specchat import checks
     from specchat.bench.check import run_check
+    from specchat.session.options import load_options
 
-    set_extra_bufts(extra_bufts)
-    code = run_check(
-        pair,
-        target,
-        draft,
-        prompts=prompts,
-        max_tokens=checks.max_tokens(max_tokens),
-        json_out=json_out,
-        threads=checks.threads(threads) or None,
-    )
+    load = load_options(pair, target, draft, threads=threads, extra_bufts=extra_bufts)
+    code = run_check(load, prompts=prompts, max_tokens=checks.max_tokens(max_tokens), json_out=json_out)
     raise typer.Exit(code)
 
 

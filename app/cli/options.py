@@ -33,13 +33,6 @@ def fail(err: SpecchatError) -> None:
     raise typer.Exit(err.code)
 
 
-def set_extra_bufts(value: str | None) -> None:
-    """--extra-bufts, for every model this process loads (llamacpp.kernels)."""
-    from specchat.llamacpp.kernels import set_mode
-
-    set_mode(value)
-
-
 # The chat's options: a bare `specchat` and `specchat chat` take the same ones.
 PAIR = typer.Option(None, "--pair", help="Model pair to open (see `specchat models`).")
 # A pair given by its files: the chat, run, bench and models check take the same two options.

@@ -8,7 +8,8 @@ with SIGSEGV at the first decode on such CPUs, an upstream bug that kills
 the whole process. Loading with `use_extra_bufts = false` avoids it.
 
 The choice, `extra_bufts`, is `auto`, `on` or `off`: `--extra-bufts`, else
-SPECCHAT_EXTRA_BUFTS, else `extra_bufts` in settings.toml, else `auto`:
+SPECCHAT_EXTRA_BUFTS, else `extra_bufts` in settings.toml, else `auto`
+(resolved by the command, session/options.py, and handed to `choose`):
 
 - on a CPU with AMX (compiled into this llama.cpp), `auto` loads without
   the extra buffer types;
@@ -24,7 +25,6 @@ Where a model runs, F2 and `run --json` (`devices`) show the choice and why.
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
 import signal
 import subprocess
@@ -32,13 +32,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat import checks, kept
+from specchat import kept
 from specchat.errors import SpecchatError
 
 PROBE_TIMEOUT = 300.0  # seconds for the child to load the model and decode: a big model from a cold disk
 PROBE_SHAPES = (1, 2, 5, 17, 33)  # batch sizes a turn decodes: a step, short and long verifies, a prefill chunk
-
-_mode: str | None = None  # set for this process by --extra-bufts
 
 
 @dataclass(frozen=True)
@@ -51,28 +49,9 @@ class Kernels:
     remembered: bool = True  # kept for the next load (a probe that could not run is not)
 
 
-def set_mode(value: str | None) -> None:
-    """The choice for this process (--extra-bufts); None leaves it to the
-    environment and the settings."""
-    global _mode
-    _mode = None if value is None else checks.extra_bufts(value)
-
-
-def mode() -> tuple[str, str]:
-    """(mode, where it was set): the flag, SPECCHAT_EXTRA_BUFTS, the settings, or the default."""
-    if _mode is not None:
-        return _mode, "--extra-bufts"
-    env = os.environ.get("SPECCHAT_EXTRA_BUFTS", "")
-    if env:
-        return checks.extra_bufts(env, "SPECCHAT_EXTRA_BUFTS"), "SPECCHAT_EXTRA_BUFTS"
-    from specchat.config import load_settings
-
-    return load_settings().extra_bufts, "settings.toml"
-
-
-def choose(path: Path, n_gpu_layers: int) -> Kernels:
-    """Whether to load `path` with the extra buffer types."""
-    value, where = mode()
+def choose(path: Path, n_gpu_layers: int, value: str = "auto", where: str = "the default") -> Kernels:
+    """Whether to load `path` with the extra buffer types: `value` (auto, on
+    or off) as chosen `where` (a flag, the environment, the settings)."""
     if value == "off":
         return Kernels(False, f"off, by {where}")
     if value == "auto" and has_amx():

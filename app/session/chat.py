@@ -23,13 +23,14 @@ from specchat.decoding.keptcurve import KeptCurve
 from specchat.decoding.sampling import SamplingParams
 from specchat.decoding.schema import GrammarSpec
 from specchat.decoding.target import K_MAX, K_MIN, MtpHeadModel, TargetModel
-from specchat.drafters import NAMES
+from specchat.drafters import NAMES, default_k
 from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
 from specchat.engine.loop import Engine, OnPrefill, Turn
 from specchat.errors import SpecchatError
 from specchat.llamacpp.grammar import Grammar
 from specchat.session.dialogue import Dialogue, SessionStatus
+from specchat.session.options import DecodeOptions
 from specchat.session.tokencache import TokenCache
 
 
@@ -76,13 +77,8 @@ class ChatSession(Dialogue[Turn]):
         self,
         target: TargetModel,
         load_draft_model: Callable[[], TargetModel] | None = None,
+        decode: DecodeOptions = DecodeOptions(),
         *,
-        drafter: str,
-        k: int,
-        sampling: SamplingParams = SamplingParams(),
-        baseline_every: int = 8,
-        system: str | None = None,
-        max_tokens: int = 1024,
         pair: str = "",
         draft_cost_prior: float = 0.5,
         load_mtp_head: Callable[[], MtpHeadModel] | None = None,
@@ -90,10 +86,10 @@ class ChatSession(Dialogue[Turn]):
         self.target = target
         self.pair = pair
         self.no_drafting = no_drafting(target, pair)
-        if self.no_drafting:
-            drafter = "off"
-        self.system = system
-        self.max_tokens = max_tokens
+        drafter = "off" if self.no_drafting else decode.drafter
+        sampling = decode.sampling
+        self.system = decode.system
+        self.max_tokens = decode.max_tokens
         self.n_ctx = target.n_ctx
         self.cpu_bound = target.cpu_bound  # decoding keeps every core busy: the chat waits for each batch to show
         super().__init__()
@@ -124,9 +120,9 @@ class ChatSession(Dialogue[Turn]):
         self.engine = Engine(
             target,
             self.drafters.get(drafter),
-            k=k,
+            k=default_k(drafter) if decode.k is None else decode.k,
             sampling=sampling,
-            baseline_every=baseline_every,
+            baseline_every=decode.baseline_every,
             costs=self.costs,
             constraint=self.constraint,
             llama_clock=None if target.llama_seconds is None else self._llama_seconds,

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specchat import checks
-from specchat.decoding.sampling import SamplingParams
 from specchat.drafters import BY_NAME
 from specchat.errors import SpecchatError
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions, LoadOptions
 
 
 def pair_files(pair: str | None, target: str | None, draft: str | None) -> tuple[str, Path, Path | None]:
@@ -44,32 +44,20 @@ def pair_files(pair: str | None, target: str | None, draft: str | None) -> tuple
 
 
 def open_session(
-    pair: str | None = None,
-    target: str | None = None,
-    draft: str | None = None,
-    *,
-    drafter: str,
-    k: int,
-    sampling: SamplingParams = SamplingParams(),
-    baseline_every: int = 8,
-    system: str | None = None,
-    max_tokens: int = 1024,
-    threads: int | None = None,
-    ctx: int | None = None,
-    n_gpu_layers: int = -1,
-    draft_n_gpu_layers: int = -1,
-    verbose: bool = False,
+    load: LoadOptions = LoadOptions(),
+    decode: DecodeOptions = DecodeOptions(),
     warn: Callable[[str], None] | None = None,
 ) -> ChatSession:
+    """Load the pair `load` names as it says, and a session that decodes as
+    `decode` says; `warn` hears the warnings (stderr where None)."""
     from specchat.llamacpp import llama
+    from specchat.llamacpp.kernels import choose
     from specchat.llamacpp.mtp import MtpHead, mtp_head
 
-    llama.set_verbose(verbose)
-    if threads is None:  # one rule for the chat, run, bench and models check: --threads, else settings.toml's
-        from specchat.config import load_settings
-
-        threads = load_settings().threads or None
-    label, t_path, d_path = pair_files(pair, target, draft)
+    warn = warn or _print_warning
+    llama.set_verbose(load.verbose)
+    label, t_path, d_path = pair_files(load.pair, load.target, load.draft)
+    drafter = decode.drafter
     if d_path == t_path and drafter != "draft" and ships_mtp(t_path):
         d_path = None  # a model that ships an MTP head drafts with it, not with a second copy of itself
     spec = BY_NAME.get(drafter)
@@ -82,21 +70,25 @@ def open_session(
         from specchat.store.compat import check_pair
 
         check_pair(t_path, d_path)
-    target_model = llama.Model(t_path, n_ctx=ctx, n_threads=threads, n_gpu_layers=n_gpu_layers)
-    if target_model.kernels.warning:
-        (warn or _print_warning)(target_model.kernels.warning)
+
+    def loaded(path: Path, n_ctx: int | None, n_gpu_layers: int) -> llama.Model:
+        kernels = choose(path, n_gpu_layers, load.extra_bufts, load.extra_bufts_from)
+        model = llama.Model(path, n_ctx=n_ctx, n_threads=load.threads, n_gpu_layers=n_gpu_layers, kernels=kernels)
+        if kernels.warning:
+            warn(kernels.warning)
+        return model
+
+    target_model = loaded(t_path, load.ctx, load.n_gpu_layers)
     mtp_prior = 2 / target_model.device["layers"] if target_model.hidden is not None else 0.5
 
     def load_draft() -> llama.Model:
         # Same context size as the target, so the draft can follow the whole conversation.
         assert d_path is not None  # the session gets this loader only with a draft model
-        m = llama.Model(d_path, n_ctx=target_model.n_ctx, n_threads=threads, n_gpu_layers=draft_n_gpu_layers)
+        m = loaded(d_path, target_model.n_ctx, load.draft_n_gpu_layers)
         session.devices["draft"] = m.device
-        if m.kernels.warning:
-            (warn or _print_warning)(m.kernels.warning)
         problem = placement_warning(target_model.device, m.device)
         if problem:
-            (warn or _print_warning)(problem)
+            warn(problem)
         return m
 
     def load_mtp_head() -> MtpHead:
@@ -107,12 +99,7 @@ def open_session(
     session = ChatSession(
         target_model,
         load_draft if d_path is not None else None,
-        drafter=drafter,
-        k=k,
-        sampling=sampling,
-        baseline_every=baseline_every,
-        system=system,
-        max_tokens=max_tokens,
+        decode,
         pair=label,
         # A draft step costs about its share of the target's bytes, until measured;
         # an MTP head, about a block and the output layer of the target's.
@@ -122,7 +109,7 @@ def open_session(
     if target_model.hidden is not None:
         session.devices.setdefault("mtp", None)  # the target's MTP head, once it has loaded
     if session.no_drafting and drafter != "off":
-        (warn or _print_warning)(session.no_drafting)
+        warn(session.no_drafting)
     return session
 
 

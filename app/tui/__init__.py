@@ -23,6 +23,7 @@ class ChatOptions:
     baseline_server: str | None
     conversation: int | None = None  # a stored conversation to reopen
     resume: bool = False  # reopen the last one (--continue)
+    extra_bufts: str | None = None  # llama.cpp's extra CPU buffer types (session/options.py)
 
 
 def reopened(history, note: str, conversation: int | None, resume: bool) -> int | None:
@@ -80,7 +81,9 @@ def run_chat(options: ChatOptions) -> int:
         checks.drafter(o.drafter)
     if o.k is not None:
         checks.k(o.k)
-    models = server_models or Models(o.target, o.draft)  # missing files are one line, before the app starts
+    if o.extra_bufts is not None:
+        checks.extra_bufts(o.extra_bufts)  # a bad value is one line, before the app starts
+    models = server_models or Models(o.target, o.draft, o.extra_bufts)  # missing files: one line, before the app
     pair = o.pair
     if pair is not None and o.target is None:
         known_pair(pair)  # an unknown --pair is one line, before the app starts

@@ -114,7 +114,8 @@ class Models:
 
     legend_note = ""  # a local pair's accepted drafts need no note
 
-    def __init__(self, target: str | None = None, draft: str | None = None) -> None:
+    def __init__(self, target: str | None = None, draft: str | None = None, extra_bufts: str | None = None) -> None:
+        self.extra_bufts = extra_bufts  # --extra-bufts, for every pair the chat opens
         self.files: tuple[str, str | None] | None = None
         self.file_pair = ""
         if target is not None or draft is not None:
@@ -198,19 +199,12 @@ class Models:
     def open(self, pair: str, drafter: str, k: int, settings: Settings) -> Session:
         from specchat.decoding.sampling import SamplingParams
         from specchat.session.loader import open_session
+        from specchat.session.options import DecodeOptions, load_options
 
         target, draft = self.files if self.files is not None and pair == self.file_pair else (None, None)
-        return open_session(
-            None if target else pair,
-            target,
-            draft,
-            drafter=drafter,
-            k=k,
-            sampling=SamplingParams(temp=settings.temperature, top_p=settings.top_p),
-            system=settings.system_prompt or None,
-            threads=settings.threads or None,
-            ctx=settings.ctx or None,
-        )
+        load = load_options(None if target else pair, target, draft, extra_bufts=self.extra_bufts, settings=settings)
+        sampling = SamplingParams(temp=settings.temperature, top_p=settings.top_p)
+        return open_session(load, DecodeOptions(drafter, k, sampling, system=settings.system_prompt or None))
 
 
 def _info(p: dict) -> PairInfo:

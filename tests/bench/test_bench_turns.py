@@ -73,10 +73,12 @@ def test_each_turn_is_a_row_of_its_own():
 @pytest.fixture(scope="module")
 def tiny_session(tiny_pair):
     from specchat.session.loader import open_session
+    from specchat.session.options import DecodeOptions, LoadOptions
 
     target, draft = tiny_pair
     s = open_session(
-        target=str(target), draft=str(draft), drafter="off", k=2, baseline_every=0, max_tokens=12, ctx=1024, threads=1
+        LoadOptions(target=str(target), draft=str(draft), threads=1, ctx=1024),
+        DecodeOptions(drafter="off", k=2, baseline_every=0, max_tokens=12),
     )
     yield s
     s.close()

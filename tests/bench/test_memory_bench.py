@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from specchat.bench.memory import WAYS, Asked, load, measure, one_word_changed, summary
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from tests.support.cli import specchat
 from tests.support.words import QUESTION, WordModel
 
 
 def test_each_way_is_measured_off_then_per_drafter_and_new_is_drafted_from_memory():
-    session = ChatSession(WordModel(), drafter="off", k=16, max_tokens=60, baseline_every=0)
+    session = ChatSession(WordModel(), decode=DecodeOptions(drafter="off", k=16, baseline_every=0, max_tokens=60))
     asked = Asked("cat", QUESTION, one_word_changed(QUESTION))
     runs = measure(session, [asked])
     assert [(r["way"], r["drafter"]) for r in runs] == [

@@ -158,7 +158,7 @@ import sys
 sys.path[:0] = [{root!r}, {tests!r}]
 from tests.support.tui import FakeModels
 import specchat.tui.models
-specchat.tui.models.Models = lambda target, draft: FakeModels(step_seconds=0.05, max_tokens=2000)
+specchat.tui.models.Models = lambda target, draft, extra_bufts: FakeModels(step_seconds=0.05, max_tokens=2000)
 from specchat.cli.main import main
 sys.argv = ["specchat", "chat"]
 main()

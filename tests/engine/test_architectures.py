@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from specchat.cli.main import app
 from specchat.errors import SpecchatError
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from tests.support.fake_model import FakeModel
 from tools.synth_gguf import write
 
@@ -102,7 +103,7 @@ def test_a_hybrid_target_rolls_back_from_snapshots(synthetic):
 def test_a_target_that_cannot_roll_back_decodes_plainly_and_says_why():
     model = FakeModel()
     model.can_roll_back = False  # as a recurrent model whose architecture keeps no snapshots
-    session = ChatSession(model, drafter="ngram", k=8, pair="mamba-pair", max_tokens=10)
+    session = ChatSession(model, decode=DecodeOptions(drafter="ngram", k=8, max_tokens=10), pair="mamba-pair")
     why = ("mamba-pair keeps a recurrent state that llama.cpp cannot roll back, so it cannot take back "
            "rejected drafts: decoding plainly")
     assert (session.drafter_name, session.no_drafting, session.drafter_names()) == ("off", why, ["off"])

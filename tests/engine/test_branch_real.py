@@ -9,6 +9,7 @@ import pytest
 
 from specchat.decoding.sampling import SamplingParams
 from specchat.session.loader import open_session
+from specchat.session.options import DecodeOptions, LoadOptions
 
 pytestmark = pytest.mark.real
 
@@ -17,8 +18,10 @@ QUESTION = "Write a Python function that checks whether a string is a palindrome
 
 def test_a_branch_asked_again_drafts_from_its_sibling(default_pair):
     target, draft = map(str, default_pair)
-    s = open_session(target=target, draft=draft, drafter="memory", k=32, max_tokens=160,
-                     sampling=SamplingParams(temp=0.7, seed=11), ctx=2048)
+    s = open_session(
+        LoadOptions(target=target, draft=draft, ctx=2048),
+        DecodeOptions(drafter="memory", k=32, sampling=SamplingParams(temp=0.7, seed=11), max_tokens=160),
+    )
     try:
         s.memory_owner = "first branch"
         first = s.reply(QUESTION)

@@ -30,6 +30,7 @@ from specchat.decoding.keptcurve import MAX_AGE_S, measured_at, save_curve, save
 from specchat.decoding.target import K_MAX
 from specchat.display import local_fields
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from tests.support.fake_model import FakeModel
 from tests.support.tui import FakeModels, make_app, ready, wait_until
 
@@ -124,7 +125,7 @@ def test_a_session_starts_from_the_saved_curve_and_keeps_the_refined_one():
     save_curve("a fake with a key", {n: 0.001 * n for n in CALIBRATION_SIZES})
     model = keyed_model()
     model.step_seconds = 0.001  # a decode takes as long as the curve says a step does
-    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    session = ChatSession(model, decode=DecodeOptions(drafter="auto", k=8, max_tokens=20))
     assert session.costs.covers and session.cost_curve()["from"] == "saved"
     assert session.cost_curve()["calibration_s"] == 0.0
     session.reply("hello")
@@ -161,7 +162,7 @@ def test_a_curve_measured_on_a_busy_machine_is_measured_again_and_kept_only_once
     monkeypatch, busy_batches
 ):
     clock = BusyClock(monkeypatch, busy_batches)  # busy for the first size's timings, or throughout
-    session = ChatSession(clock.model, drafter="auto", k=8, max_tokens=4)
+    session = ChatSession(clock.model, decode=DecodeOptions(drafter="auto", k=8, max_tokens=4))
     assert session.measure_ahead() == "missing"
     if busy_batches < 10_000:
         # The size measured fivefold was measured again, once the job had ended.
@@ -179,7 +180,7 @@ def test_a_kept_curve_that_live_rounds_made_implausible_is_measured_again():
     # Kept from a busy machine (or an older specchat): 2 positions read as 10 steps.
     save_curve("a fake with a key", {1: 0.0002, **{n: 0.001 * n for n in CALIBRATION_SIZES if n > 1}})
     assert saved_curve("a fake with a key") is None
-    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=4)
+    session = ChatSession(keyed_model(), decode=DecodeOptions(drafter="auto", k=8, max_tokens=4))
     assert session.curve_due() == "missing" and session.measure_ahead() == "missing"
 
 
@@ -258,7 +259,7 @@ async def test_a_measurement_that_ends_clears_only_its_own_note(tmp_path):
 
 
 def test_the_chat_measures_a_missing_curve_before_the_first_reply_asks():
-    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
+    session = ChatSession(keyed_model(), decode=DecodeOptions(drafter="auto", k=8, max_tokens=20))
     assert session.curve_due() == "missing"
     assert session.measure_ahead() == "missing"
     measured = session.curve.spent
@@ -269,7 +270,7 @@ def test_the_chat_measures_a_missing_curve_before_the_first_reply_asks():
 
 
 def test_off_needs_no_curve_until_auto_is_picked():
-    session = ChatSession(keyed_model(), drafter="off", k=8, max_tokens=20)
+    session = ChatSession(keyed_model(), decode=DecodeOptions(drafter="off", k=8, max_tokens=20))
     assert session.curve_due() is None and session.measure_ahead() is None
     session.set_drafter("auto")
     assert session.curve_due() == "missing"
@@ -278,7 +279,7 @@ def test_off_needs_no_curve_until_auto_is_picked():
 def test_an_old_curve_is_measured_again_and_dated():
     month_ago = time.time() - MAX_AGE_S - 60
     save_curve("a fake with a key", {n: 0.5 * n for n in CALIBRATION_SIZES}, month_ago)
-    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
+    session = ChatSession(keyed_model(), decode=DecodeOptions(drafter="auto", k=8, max_tokens=20))
     assert session.curve_due() == "old"
     assert session.measure_ahead() == "old"
     assert session.costs.seconds[17] < 1  # the fake's decodes take no time, not the old 8.5 s
@@ -340,7 +341,7 @@ def test_a_reply_stops_a_refresh_and_the_old_curve_prices_the_sizes_not_measured
     old = {n: 0.02 * n for n in CALIBRATION_SIZES}
     save_curve("a fake with a key", old, time.time() - MAX_AGE_S - 60)
     model = SlowDecodes()
-    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    session = ChatSession(model, decode=DecodeOptions(drafter="auto", k=8, max_tokens=20))
     refresh, result = measuring_ahead(session, model)
     turn = session.reply("hello")  # waits one decode at most, not the whole curve
     refresh.join(5)
@@ -352,7 +353,7 @@ def test_a_reply_stops_a_refresh_and_the_old_curve_prices_the_sizes_not_measured
 
 def test_a_reply_stops_a_missing_curve_and_the_next_pause_goes_on_from_there():
     model = SlowDecodes()
-    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    session = ChatSession(model, decode=DecodeOptions(drafter="auto", k=8, max_tokens=20))
     ahead, result = measuring_ahead(session, model)
     turn = session.reply("hello")  # the reply does not wait for the curve
     ahead.join(5)
@@ -370,7 +371,7 @@ def test_a_reply_stops_a_missing_curve_and_the_next_pause_goes_on_from_there():
 
 def test_a_measurement_keeps_to_its_budget_and_says_how_far_it_got():
     model = SlowDecodes()
-    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    session = ChatSession(model, decode=DecodeOptions(drafter="auto", k=8, max_tokens=20))
     heard = []
     session.on_measure(heard.append)
     started = time.perf_counter()
@@ -385,7 +386,7 @@ def test_the_context_shown_while_a_curve_is_measured_is_the_conversation_s():
     """A measurement decodes junk after the conversation and rolls it back:
     the count the status bar shows stays the conversation's meanwhile."""
     model = SlowDecodes()
-    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    session = ChatSession(model, decode=DecodeOptions(drafter="auto", k=8, max_tokens=20))
     session.reply("hello")
     used = session.context_used
     seen = []  # after each decode: (the count shown, the tokens in the cache)
@@ -403,7 +404,7 @@ def test_the_context_shown_while_a_curve_is_measured_is_the_conversation_s():
 
 def test_closing_stops_a_measurement_between_replies():
     model = SlowDecodes()
-    session = ChatSession(model, drafter="auto", k=8, max_tokens=20)
+    session = ChatSession(model, decode=DecodeOptions(drafter="auto", k=8, max_tokens=20))
     ahead, result = measuring_ahead(session, model)
     session.close()
     ahead.join(5)
@@ -414,7 +415,7 @@ def test_a_curve_kept_before_auto_drafted_past_16_is_measured_again():
     """auto may draft 64 tokens (65 positions): a curve that stops at 17 is
     measured again, so no k auto may pick is priced by extrapolation."""
     save_curve("a fake with a key", {n: 0.001 * n for n in (1, 2, 4, 8, 16, 17)})
-    session = ChatSession(keyed_model(), drafter="auto", k=64, max_tokens=20)
+    session = ChatSession(keyed_model(), decode=DecodeOptions(drafter="auto", k=64, max_tokens=20))
     assert session.curve_due() == "missing"
     assert session.measure_ahead() == "missing"
     assert {24, 32, 33, 48, 64, 65} <= set(saved_curve("a fake with a key")) and session.curve_due() is None
@@ -437,7 +438,7 @@ def test_a_size_the_context_cannot_hold_is_not_asked_for_again():
 def test_a_small_context_measures_what_it_holds_once():
     model = keyed_model()
     model.n_ctx = 24  # room for 17 positions after the step before, not for 24
-    session = ChatSession(model, drafter="auto", k=32, max_tokens=4)
+    session = ChatSession(model, decode=DecodeOptions(drafter="auto", k=32, max_tokens=4))
     assert session.measure_ahead() == "missing"
     assert session.curve_due() is None and session.measure_ahead() is None  # not measured again after each reply
 
@@ -464,7 +465,7 @@ YEAR_2100 = 4102444800.0
 def test_a_curve_dated_in_the_future_or_not_at_all_is_measured_again(dates):
     plant_curve({"seconds": flat_curve(), **dates})
     assert measured_at("a fake with a key") is None  # a date in the future is no date
-    session = ChatSession(keyed_model(), drafter="auto", k=8, max_tokens=20)
+    session = ChatSession(keyed_model(), decode=DecodeOptions(drafter="auto", k=8, max_tokens=20))
     assert session.cost_curve()["from"] == "none" and session.curve_due() == "missing"
     assert session.measure_ahead() == "missing"
     assert time.time() - 60 < measured_at("a fake with a key") <= time.time()
@@ -475,12 +476,12 @@ def test_a_kept_curve_that_live_rounds_of_earlier_sessions_disagree_with_is_meas
     the drift rule, as one long chat would, whatever the curve's date says."""
     plant_curve({"seconds": flat_curve(), "measured": time.time() - 60})
     for _ in range(2):  # two short sessions, each seeing a verify of 17 positions cost 6 steps, not 1
-        session = ChatSession(keyed_model(), drafter="auto", k=16, max_tokens=20)
+        session = ChatSession(keyed_model(), decode=DecodeOptions(drafter="auto", k=16, max_tokens=20))
         assert session.cost_curve()["from"] == "saved"
         for _ in range(DRIFT_ROUNDS // 2):
             session.costs.observe(17, 0.006)
         session.curve.keep()  # as each turn keeps the curve its rounds refined
-    session = ChatSession(keyed_model(), drafter="auto", k=16, max_tokens=20)
+    session = ChatSession(keyed_model(), decode=DecodeOptions(drafter="auto", k=16, max_tokens=20))
     assert session.cost_curve()["from"] == "none" and session.curve_due() == "missing"
     assert session.measure_ahead() == "missing" and saved_curve("a fake with a key")[17] < 0.006  # the fake's own cost
 
@@ -488,7 +489,7 @@ def test_a_kept_curve_that_live_rounds_of_earlier_sessions_disagree_with_is_meas
 def test_a_kept_curve_that_live_rounds_agree_with_stays():
     plant_curve({"seconds": flat_curve(), "measured": time.time() - 60})
     for _ in range(3):
-        session = ChatSession(keyed_model(), drafter="auto", k=16, max_tokens=20)
+        session = ChatSession(keyed_model(), decode=DecodeOptions(drafter="auto", k=16, max_tokens=20))
         assert session.cost_curve()["from"] == "saved" and session.curve_due() is None
         for _ in range(DRIFT_ROUNDS):
             session.costs.observe(17, 0.0011)  # within DRIFT of what was measured

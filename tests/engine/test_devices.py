@@ -14,6 +14,7 @@ from specchat.display import device_text
 from specchat.errors import SpecchatError
 from specchat.llamacpp.placement import argmax_where, placement
 from specchat.session.loader import placement_warning
+from specchat.session.options import DecodeOptions, LoadOptions
 
 # Each entry point, imported first in a fresh interpreter, must map libllama
 # before numpy is imported (native.py says why: a CUDA build with its own
@@ -202,7 +203,10 @@ def test_a_greedy_reply_is_the_same_whether_the_argmax_is_in_the_graph_or_on_the
     replies = {}
     for where in ("host", "graph"):
         monkeypatch.setenv("SPECCHAT_ARGMAX", where)
-        s = open_session(target=str(tiny_pair[0]), draft=str(tiny_pair[1]), drafter=drafter, k=4, max_tokens=48, ctx=1024)
+        s = open_session(
+            LoadOptions(target=str(tiny_pair[0]), draft=str(tiny_pair[1]), ctx=1024),
+            DecodeOptions(drafter=drafter, k=4, max_tokens=48),
+        )
         try:
             replies[where] = s.reply(prompt).tokens
             assert s.devices["target"]["argmax"] == where

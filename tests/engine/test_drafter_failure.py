@@ -15,6 +15,7 @@ from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.ngram import NgramDrafter
 from specchat.engine.loop import Engine
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from tests.support.engine import PROMPT, KVChecker, PerfectDrafter, plain_tokens
 from tests.support.fake_model import FakeModel
 from tests.support.tui import FakeModels, make_app, notices, ready, send
@@ -121,7 +122,7 @@ class Raising(Drafter):
 
 def test_a_failed_drafter_leaves_the_session_s_turn_whole():
     model = FakeModel(seed=1)
-    session = ChatSession(model, drafter="ngram", k=4, max_tokens=40)
+    session = ChatSession(model, decode=DecodeOptions(drafter="ngram", k=4, max_tokens=40))
     session.drafters._made["ngram"] = session.engine.drafter = Raising()
     turn = session.reply("hello")
     assert turn.drafter_failed.startswith("drafter 'ngram' failed (IndexError")

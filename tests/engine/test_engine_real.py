@@ -9,6 +9,7 @@ import pytest
 from specchat.decoding.stats import first_difference
 from specchat.drafters.base import Draft, Drafter
 from specchat.session.loader import open_session
+from specchat.session.options import DecodeOptions, LoadOptions
 
 pytestmark = pytest.mark.real
 
@@ -25,7 +26,10 @@ CODE_PROMPT = (
 @pytest.fixture(scope="module")
 def session(tiny_pair):
     target, draft = tiny_pair
-    s = open_session(target=str(target), draft=str(draft), drafter="off", k=4, max_tokens=64, ctx=2048)
+    s = open_session(
+        LoadOptions(target=str(target), draft=str(draft), ctx=2048),
+        DecodeOptions(drafter="off", k=4, max_tokens=64),
+    )
     yield s
     s.close()
 

@@ -19,6 +19,7 @@ from specchat.cli.main import app
 from specchat.config import read_settings
 from specchat.display import device_text
 from specchat.llamacpp import kernels
+from specchat.session.options import load_options
 
 CRASH = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
 SURVIVE = [sys.executable, "-c", "pass"]
@@ -28,7 +29,6 @@ SURVIVE = [sys.executable, "-c", "pass"]
 def no_amx(monkeypatch):
     """A CPU without AMX, whatever this one has: auto probes instead of turning them off."""
     monkeypatch.setattr(kernels, "has_amx", lambda: False)
-    monkeypatch.setattr(kernels, "_mode", None)
     monkeypatch.delenv("SPECCHAT_EXTRA_BUFTS", raising=False)
 
 
@@ -145,7 +145,9 @@ def test_the_settings_and_the_environment_choose_and_run_json_says_why(no_amx, m
     target = json.loads(r.stdout)["devices"]["target"]
     assert (target["extra_bufts"], target["extra_bufts_why"]) == (False, "off, by settings.toml")
     monkeypatch.setenv("SPECCHAT_EXTRA_BUFTS", "off")
-    assert kernels.choose(tiny_pair[0], 0).why == "off, by SPECCHAT_EXTRA_BUFTS"
+    load = load_options()
+    assert kernels.choose(tiny_pair[0], 0, load.extra_bufts, load.extra_bufts_from).why == "off, by SPECCHAT_EXTRA_BUFTS"
+    assert load_options(extra_bufts="on").extra_bufts_from == "--extra-bufts"  # the flag before the environment
     assert not runs  # off is off: nothing probed
 
 

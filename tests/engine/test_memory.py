@@ -16,6 +16,7 @@ from specchat.drafters.ngram import NgramDrafter
 from specchat.engine.loop import Engine
 from specchat.history.database import History, Message
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from tests.support.engine import PROMPT, exact_second_token_distribution
 from tests.support.fake_model import FakeModel
 
@@ -24,9 +25,8 @@ QUESTION = "the cat sat on the mat and then it ran"
 
 def session(drafter: str = "memory", temp: float = 0.0) -> ChatSession:
     model = FakeModel(seed=0, n_vocab=120)  # its greedy replies repeat no two tokens: no copy within a reply
-    return ChatSession(
-        model, drafter=drafter, k=16, baseline_every=0, max_tokens=60, sampling=SamplingParams(temp=temp, seed=7)
-    )
+    sampling = SamplingParams(temp=temp, seed=7)
+    return ChatSession(model, decode=DecodeOptions(drafter, 16, sampling, baseline_every=0, max_tokens=60))
 
 
 # --- the index: bound, cost, eviction --------------------------------------------------------
@@ -185,7 +185,7 @@ def test_sampling_with_memory_drafts_matches_the_target_distribution():
 def test_hybrid_takes_the_memory_where_its_match_is_longer():
     plain = session("off").reply(QUESTION).tokens
     model = FakeModel(seed=0, n_vocab=120)
-    s = ChatSession(model, lambda: FakeModel(seed=1, n_vocab=120), drafter="hybrid", k=4, max_tokens=60)
+    s = ChatSession(model, lambda: FakeModel(seed=1, n_vocab=120), DecodeOptions(drafter="hybrid", k=4, max_tokens=60))
     s.reply(QUESTION)
     s.clear()
     again = s.reply(QUESTION)
@@ -215,7 +215,7 @@ def test_run_with_a_history_it_cannot_read_or_write_still_prints_the_reply(tmp_p
 
     history = History(tmp_path / "history.sqlite3")
     history.db.close()  # every read and write now fails, as a database gone bad under specchat would
-    session = ChatSession(FakeModel(), drafter="memory", k=4, max_tokens=20)
+    session = ChatSession(FakeModel(), decode=DecodeOptions(drafter="memory", k=4, max_tokens=20))
     assert run_once(session, "hello there", json_out=True, identical=False, history=history) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["text"] == session.messages[-1]["content"] != ""

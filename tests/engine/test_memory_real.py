@@ -10,6 +10,7 @@ import pytest
 from specchat.drafters.memory import PROMPT_TAIL
 from specchat.history.database import History
 from specchat.session.loader import open_session
+from specchat.session.options import DecodeOptions, LoadOptions
 from tests.support.cli import specchat
 
 QUESTION = "Write a short poem about a lighthouse keeper and the sea."
@@ -60,7 +61,10 @@ def test_a_regeneration_at_temperature_zero_is_drafted_from_the_replaced_reply(t
     target = str(tiny_pair[0])
     alphas = {}
     for drafter in ("ngram", "memory"):
-        session = open_session(target=target, drafter=drafter, k=16, max_tokens=48, baseline_every=0)
+        session = open_session(
+            LoadOptions(target=target),
+            DecodeOptions(drafter=drafter, k=16, baseline_every=0, max_tokens=48),
+        )
         first = session.reply(QUESTION)
         again = session.regenerate()
         assert again.tokens == first.tokens

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from specchat.drafters.ngram import CANDIDATES, MAX_EXTEND, NgramDrafter
 from specchat.llamacpp.llama import Model
 from specchat.session.chat import ChatSession, TargetSpelling
+from specchat.session.options import DecodeOptions
 
 
 def brute_lookup(tokens: list[int], n_min: int, n_max: int):
@@ -236,7 +237,7 @@ def test_the_chat_s_spelling_reads_the_target_s_tokenizer(tiny_pair):
         assert respace(spaced) is None  # it starts with a space already
         (newline,) = model.tokenize("\n", special=False)
         assert respace(newline) is None
-        session = ChatSession(model, drafter="ngram", k=4, max_tokens=4)  # the chat's n-gram drafter has it
+        session = ChatSession(model, decode=DecodeOptions("ngram", 4, max_tokens=4))  # the chat's n-gram drafter has it
         assert session.drafters.get("ngram").respace(the) == spaced
     finally:
         model.close()

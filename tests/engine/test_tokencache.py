@@ -10,6 +10,7 @@ from array import array
 from specchat import paths
 from specchat.drafters.memory import SEP
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from specchat.session.tokencache import TokenCache
 from tests.support.fake_model import FakeModel
 
@@ -30,7 +31,7 @@ class CountingModel(FakeModel):
 
 
 def filled(model: CountingModel, system: str | None = None) -> tuple[ChatSession, int]:
-    session = ChatSession(model, drafter="memory", k=8, system=system)
+    session = ChatSession(model, decode=DecodeOptions(drafter="memory", k=8, system=system))
     before = model.tokenized
     session.remember(REPLIES)
     session.memory.absorb()

@@ -15,6 +15,7 @@ import pytest
 from specchat.config import Settings, load_settings, read_settings, save_settings
 from specchat.errors import SpecchatError
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from specchat.store import local
 from specchat.store.catalog import load_catalog
 from tests.support.gguf import TOKENS
@@ -252,7 +253,7 @@ BIG = "Answer as a pirate would. " * 40_000  # about 1 MB
 
 
 def test_a_system_prompt_past_the_context_is_named_as_the_cause():
-    session = ChatSession(long_model(), drafter="ngram", k=4, system=BIG)
+    session = ChatSession(long_model(), decode=DecodeOptions(drafter="ngram", k=4, system=BIG))
     with pytest.raises(SpecchatError) as caught:
         session.reply("hello")
     assert caught.value.message == f"the system prompt alone is {len(BIG)} tokens of the context's 4096"
@@ -261,7 +262,7 @@ def test_a_system_prompt_past_the_context_is_named_as_the_cause():
 
 
 def test_a_long_message_under_a_short_system_prompt_still_names_the_prompt():
-    session = ChatSession(long_model(), drafter="ngram", k=4, system="Be brief.")
+    session = ChatSession(long_model(), decode=DecodeOptions(drafter="ngram", k=4, system="Be brief."))
     with pytest.raises(SpecchatError, match=r"^the prompt is \d+ tokens; the context holds 4096$"):
         session.reply("x" * 5000)
 

@@ -42,7 +42,7 @@ class Models(FakeModels):
         time.sleep({load_s})  # a model loading: llama.cpp cannot be stopped halfway
         return super().open(*args)
 
-specchat.tui.models.Models = lambda target, draft: Models(step_seconds={step_s}, max_tokens=2000)
+specchat.tui.models.Models = lambda target, draft, extra_bufts: Models(step_seconds={step_s}, max_tokens=2000)
 from specchat.cli.main import main
 sys.argv = ["specchat", "chat"]
 main()

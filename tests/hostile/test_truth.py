@@ -14,6 +14,7 @@ from specchat.bench import report
 from specchat.cli.main import app
 from specchat.server.client import ServerClient, shown_url
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from specchat.tui.keys import keymap_conflicts
 from tests.support.tui import long_model, make_app, ready
 
@@ -21,10 +22,10 @@ from tests.support.tui import long_model, make_app, ready
 def test_a_reply_the_context_ended_finishes_as_context_not_length():
     model = long_model()
     model.n_ctx = 120
-    session = ChatSession(model, drafter="ngram", k=4, max_tokens=1000)
+    session = ChatSession(model, decode=DecodeOptions(drafter="ngram", k=4, max_tokens=1000))
     turn = session.reply("hello")
     assert turn.finish == "context" and 0 < len(turn.tokens) < 120
-    short = ChatSession(long_model(), drafter="ngram", k=4, max_tokens=10).reply("hello")
+    short = ChatSession(long_model(), decode=DecodeOptions(drafter="ngram", k=4, max_tokens=10)).reply("hello")
     assert short.finish == "length" and len(short.tokens) == 10  # --max-tokens ended it: that is "length"
 
 

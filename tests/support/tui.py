@@ -16,6 +16,7 @@ from specchat.config import Settings
 from specchat.decoding.sampling import SamplingParams
 from specchat.history.database import History
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions, LoadOptions
 from specchat.tui.app import SpecchatApp
 from specchat.tui.models import PairInfo
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, ReplyChunk
@@ -94,16 +95,9 @@ class FakeModels:
     def open(self, pair: str, drafter: str, k: int, settings: Settings) -> ChatSession:
         target = long_model(step_seconds=self.step_seconds)
         target.cpu_bound = self.cpu_bound
-        session = ChatSession(
-            target,
-            load_draft_model=self.draft,
-            drafter=drafter,
-            k=k,
-            pair=pair,
-            max_tokens=self.max_tokens,
-            sampling=SamplingParams(temp=settings.temperature, top_p=settings.top_p),  # as the real Models.open
-            system=settings.system_prompt or None,
-        )
+        sampling = SamplingParams(temp=settings.temperature, top_p=settings.top_p)  # as the real Models.open
+        decode = DecodeOptions(drafter, k, sampling, system=settings.system_prompt or None, max_tokens=self.max_tokens)
+        session = ChatSession(target, self.draft, decode, pair=pair)
         self.opened.append(session)
         return session
 
@@ -258,10 +252,6 @@ class TinyPair:
         from specchat.session.loader import open_session
 
         return open_session(
-            target=str(self.target),
-            draft=self.draft and str(self.draft),
-            drafter=drafter,
-            k=k,
-            max_tokens=self.max_tokens,
-            ctx=2048,
+            LoadOptions(target=str(self.target), draft=self.draft and str(self.draft), ctx=2048),
+            DecodeOptions(drafter=drafter, k=k, max_tokens=self.max_tokens),
         )

@@ -12,6 +12,7 @@ from specchat.decoding.schema import GrammarSpec
 from specchat.drafters import NAMES
 from specchat.errors import SpecchatError
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from specchat.tui.controller import ChatController, Notice
 from specchat.tui.conversation import Conversation
 from tests.support.tui import long_model, noisy_draft
@@ -20,8 +21,12 @@ from tests.support.tui import long_model, noisy_draft
 def session(drafter: str = "auto", k: int | None = None, draft=noisy_draft) -> ChatSession:
     from specchat.drafters import default_k
 
-    return ChatSession(long_model(), load_draft_model=draft, drafter=drafter, k=k or default_k(drafter),
-                       pair="fake-pair", max_tokens=8)  # fmt: skip
+    return ChatSession(
+        long_model(),
+        draft,
+        DecodeOptions(drafter=drafter, k=k or default_k(drafter), max_tokens=8),
+        pair="fake-pair",
+    )  # fmt: skip
 
 
 def controller(drafter: str = "auto", k: int | None = None, draft=noisy_draft) -> ChatController:

@@ -9,6 +9,7 @@ from textual.widgets import Static
 from specchat.config import read_settings
 from specchat.history.database import History, Message
 from specchat.session.chat import ChatSession
+from specchat.session.options import DecodeOptions
 from specchat.tui.panels import StatsPanel
 from tests.support.tui import FakeModels, make_app, notices, ready, send, wait_until
 from tests.support.words import QUESTION, WordModel
@@ -16,12 +17,12 @@ from tests.support.words import QUESTION, WordModel
 
 class WordModels(FakeModels):
     def open(self, pair, drafter, k, settings) -> ChatSession:
-        return ChatSession(WordModel(), drafter=drafter, k=k, pair=pair, max_tokens=60)
+        return ChatSession(WordModel(), decode=DecodeOptions(drafter=drafter, k=k, max_tokens=60), pair=pair)
 
 
 def stored_reply() -> str:
     """What the app's fake pair answers to QUESTION."""
-    return ChatSession(WordModel(), drafter="off", k=4, max_tokens=60).reply(QUESTION).text
+    return ChatSession(WordModel(), decode=DecodeOptions(drafter="off", k=4, max_tokens=60)).reply(QUESTION).text
 
 
 def stored(tmp_path) -> int:
