@@ -12,6 +12,7 @@ its case in `registry.Drafters._make`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from specchat.decoding.target import K_MAX
 
@@ -21,6 +22,20 @@ MODEL_K = 4  # ...a draft model (or an MTP head) pays for every token it drafts.
 # as long as its match (a question asked again matches its whole answer),
 # auto as long as its cost curve and the match's agreement say it pays.
 LONG_K = K_MAX
+
+
+class Name(StrEnum):
+    """The drafters' names, one spelling each: code outside drafters/ asks
+    `BY_NAME` what a drafter needs, or compares with these."""
+
+    OFF = "off"
+    NGRAM = "ngram"
+    DRAFT = "draft"
+    MTP = "mtp"
+    HYBRID = "hybrid"
+    GRAMMAR = "grammar"
+    MEMORY = "memory"
+    AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -40,26 +55,26 @@ class DrafterSpec:
     @property
     def drafts_tokens(self) -> bool:
         """False for off alone: its k means nothing."""
-        return self.name != "off"
+        return self.name != Name.OFF
 
 
 SPECS = (
-    DrafterSpec("off", DEFAULT_K, "nothing: plain decoding"),
+    DrafterSpec(Name.OFF, DEFAULT_K, "nothing: plain decoding"),
     DrafterSpec(
-        "ngram",
+        Name.NGRAM,
         DEFAULT_K,
         "prompt lookup over the whole conversation, drafting only on strong evidence; it learns the edits a "
         "reply makes to what it copies (a renamed word, hard-wrapped lines joined) and writes them into its "
         "later copies, and where a reply spells the text with other tokens it copies the text itself",
     ),
-    DrafterSpec("draft", MODEL_K, "the pair's draft model", uses_draft_model=True),
+    DrafterSpec(Name.DRAFT, MODEL_K, "the pair's draft model", uses_draft_model=True),
     DrafterSpec(
-        "mtp",
+        Name.MTP,
         MODEL_K,
         "the MTP head the target ships (Qwen3.5, GLM-4.5, MiMo keep one in the checkpoint): no second model",
     ),
     DrafterSpec(
-        "hybrid",
+        Name.HYBRID,
         MODEL_K,
         "the n-gram match when it is strong, else the draft model (or the MTP head, in a pair without one); "
         "under a constraint, the grammar's forced tokens first",
@@ -68,20 +83,20 @@ SPECS = (
         head_stands_in=True,
     ),
     DrafterSpec(
-        "grammar",
+        Name.GRAMMAR,
         DEFAULT_K,
         "the text a JSON schema or grammar forces (only while a constraint is on)",
         needs_constraint=True,
     ),
     DrafterSpec(
-        "memory",
+        Name.MEMORY,
         LONG_K,
         "the conversation's copy or one from your earlier replies in the history (^r's replaced ones too), "
         "whichever match is longer; as long as the match",
         reads_memory=True,
     ),
     DrafterSpec(
-        "auto",
+        Name.AUTO,
         LONG_K,
         "each round, whichever of the above (plain step included) and whatever length pays best on the "
         "measured cost curve",
@@ -118,6 +133,7 @@ __all__ = [
     "MODEL_K",
     "NAMES",
     "NEEDS_CONSTRAINT",
+    "Name",
     "READS_MEMORY",
     "SPECS",
     "USES_DRAFT_MODEL",

@@ -37,6 +37,7 @@ from specchat.bench.plan import Plan
 from specchat.bench.runner import Bench, open_bench_session
 from specchat.bench.scorecard import LOSS, WIN, CostCurve
 from specchat.bench.suites import Suite, load_prompts, load_suite
+from specchat.drafters import Name
 from specchat.errors import SpecchatError
 from specchat.session.options import LoadOptions
 from specchat.textsafe import safe_json, safe_text
@@ -47,7 +48,7 @@ KS = range(1, 9)
 # table (k up to 8) and the allowance check need; auto's longer verifies are
 # measured by the chat and `run` (costmodel) when auto first drafts.
 CURVE_POSITIONS = 17
-DRAFTERS = ("draft", "ngram", "auto")
+DRAFTERS = (Name.DRAFT, Name.NGRAM, Name.AUTO)
 MAX_TOKENS = 64
 NOISE_LIMIT = 0.10  # repeated decodes differing by more than ±10%: the machine is too busy for a verdict
 TOO_BUSY = "the machine is too busy to tell"
@@ -65,7 +66,8 @@ def probe_suites(prompts: str | None) -> list[Suite]:
 def check_plan(suites: list[Suite], has_draft: bool, max_tokens: int, has_mtp: bool = False) -> Plan:
     """Bench's plan for the probe: off beside draft (where there is a draft
     model), mtp (where the target ships an MTP head), ngram and auto."""
-    drafters = ["draft"] * has_draft + ["mtp"] * has_mtp + [d for d in DRAFTERS if d != "draft"]
+    drafters: list[str] = [Name.DRAFT] * has_draft
+    drafters += [Name.MTP] * has_mtp + [d for d in DRAFTERS if d != Name.DRAFT]
     return Plan(suites, drafters, [], max_tokens, extras=False, curve_positions=CURVE_POSITIONS)
 
 
@@ -77,7 +79,7 @@ def verdict(row: dict) -> str:
     if row["measured"] == WIN:
         return f"pays here ({row['best_suite_speedup']:.1f}× on {row['best_suite']}; median {median:.2f}×)"
     if row["measured"] == LOSS:
-        return f"loses here ({median:.2f}×)" + ("" if row["drafter"] == "auto" else ": auto will not use it")
+        return f"loses here ({median:.2f}×)" + ("" if row["drafter"] == Name.AUTO else ": auto will not use it")
     lo, hi = row["spread"]
     return f"break-even ({median:.2f}×; spread {lo:.2f}–{hi:.2f}×)"
 
@@ -116,7 +118,7 @@ def untrusted(curve: CostCurve, noise_after: float, table: list[dict], rows: lis
             return f"a break-even α of {low:.2f} at k={t['k']}, below 1"
     for row in rows:
         k, speedup = row.get("k"), row.get("speedup_median")
-        if row["drafter"] == "auto" or not k or speedup is None:
+        if row["drafter"] == Name.AUTO or not k or speedup is None:
             continue
         most = (k + 1) / (curve.at(k + 1) / curve.step)  # every draft accepted, drafting free
         if speedup > most * (1 + 2 * noise + 0.1):
@@ -133,7 +135,7 @@ def figures(report: dict, step_of_draft: float | None, noise_after: float = 0.0)
     drafters = {}
     for row in _rows(report):
         name = row["drafter"]
-        needed = [t[name] for t in table] if name in ("draft", "ngram") and row["pairs"] else None
+        needed = [t[name] for t in table] if name in (Name.DRAFT, Name.NGRAM) and row["pairs"] else None
         drafters[name] = {
             **row,
             "best_k": scorecard.best_k(row["per_position_acceptance"], needed) if needed else None,
@@ -168,7 +170,7 @@ def _rows(report: dict) -> list[dict]:
     rows = {row["drafter"]: row for row in report["overall"]}
     empty = dict.fromkeys(("k", "pairs", "alpha", "per_position_acceptance", "speedup_median", "speedup_range",
                            "spread", "measured", "best_suite", "best_suite_speedup"))  # fmt: skip
-    planned = [d for d in report["settings"]["drafters"] if d != "off"]
+    planned = [d for d in report["settings"]["drafters"] if d != Name.OFF]
     return [rows.get(name) or {"drafter": name, **empty} for name in planned]
 
 
@@ -221,7 +223,7 @@ def verdict_table(drafters: dict[str, dict]) -> list[str]:
     and the range over prompts), the k that pays best, and the verdict."""
     rows = [VERDICT_HEADER]
     for name, d in drafters.items():
-        best = "" if name == "auto" else str(d["best_k"] or "none")
+        best = "" if name == Name.AUTO else str(d["best_k"] or "none")
         if d["speedup_median"] is None:  # "not measured", or why the check stopped first
             rows.append((name, "", "", "", "", "", d["verdict"]))
             continue

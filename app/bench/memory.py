@@ -27,7 +27,7 @@ from rich.table import Table
 
 from specchat.bench.report import write_json
 from specchat.bench.suites import load_prompts, load_suite
-from specchat.drafters import default_k
+from specchat.drafters import Name
 from specchat.engine.loop import Turn
 from specchat.errors import SpecchatError
 from specchat.session.chat import ChatSession
@@ -35,7 +35,7 @@ from specchat.session.options import DecodeOptions, LoadOptions
 from specchat.textsafe import safe_text
 
 WAYS = ("new", "one-word", "regenerate")
-DRAFTERS = ("ngram", "memory", "auto")
+DRAFTERS = (Name.NGRAM, Name.MEMORY, Name.AUTO)
 REGENERATE_TEMP = 0.7
 
 
@@ -75,13 +75,12 @@ def again(session: ChatSession, asked: Asked, first: str, way: str, drafter: str
     session.set_memory(False)  # emptied: no run drafts from the runs before it
     session.set_memory(True)
     session.remember([(asked.id, asked.text, first)])
-    k = default_k(drafter)
     if way == "regenerate":
         session.replace_messages([{"role": "user", "content": asked.text}, {"role": "assistant", "content": first}])
-        with session.using(drafter, k, baseline_every=0, temp=REGENERATE_TEMP):
+        with session.using(drafter, baseline_every=0, temp=REGENERATE_TEMP):
             return session.regenerate()
     session.clear()
-    with session.using(drafter, k, baseline_every=0):
+    with session.using(drafter, baseline_every=0):
         return session.reply(asked.text if way == "new" else asked.changed)
 
 
@@ -91,11 +90,11 @@ def measure(session: ChatSession, asked: list[Asked], drafters=DRAFTERS, progres
     for a in asked:
         session.set_memory(False)
         session.clear()
-        with session.using("off", baseline_every=0):
+        with session.using(Name.OFF, baseline_every=0):
             first = session.reply(a.text).text
         for way in WAYS:
             off: Turn | None = None
-            for drafter in ("off", *drafters):
+            for drafter in (Name.OFF, *drafters):
                 if progress is not None:
                     progress(f"memory · {a.id} · {way} · {drafter}")
                 turn = again(session, a, first, way, drafter)
@@ -125,7 +124,7 @@ def summary(runs: list[dict]) -> list[dict]:
     """Per way and drafter: medians over the prompts."""
     rows = []
     for way in WAYS:
-        for drafter in dict.fromkeys(r["drafter"] for r in runs if r["drafter"] != "off"):
+        for drafter in dict.fromkeys(r["drafter"] for r in runs if r["drafter"] != Name.OFF):
             mine = [r for r in runs if r["way"] == way and r["drafter"] == drafter]
             if not mine:
                 continue
@@ -170,7 +169,7 @@ def run_command(
     asked = load(prompts)
     status = Console(stderr=True, highlight=False)
     with status.status("loading the pair") as shown:
-        session = open_session(loading, DecodeOptions("off", baseline_every=0, max_tokens=max_tokens))
+        session = open_session(loading, DecodeOptions(Name.OFF, baseline_every=0, max_tokens=max_tokens))
         try:
             runs = measure(session, asked, progress=shown.update)
         finally:

@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass, field
 
 from specchat.decoding.costmodel import interpolate
 from specchat.decoding.stats import TurnStats
+from specchat.drafters import Name
 
-OFF = "off"
+OFF = Name.OFF
 REFERENCE = "reference"  # the bare greedy loop, no engine
 POSITIONS_SHOWN = 8  # the table shows acceptance at the first positions; the JSON has all
 NOISY = 1.5  # off runs this much apart in tok/s mean the machine was busy

@@ -221,7 +221,7 @@ def run(
     constraint = checks.constraint(json_schema, grammar, server)
     if server is not None or baseline or baseline_server:
         from specchat.cli.run_server import run_on_server
-        from specchat.server.session import open_server_session
+        from specchat.server.opening import open_server_session
 
         if check_identical:
             raise SpecchatError(

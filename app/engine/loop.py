@@ -32,6 +32,7 @@ from specchat.decoding.costmodel import CostModel
 from specchat.decoding.sampling import SamplingParams, accept_or_correct, probs, sample
 from specchat.decoding.stats import Round, TurnStats, common_prefix, summarize
 from specchat.decoding.target import TargetModel
+from specchat.drafters import Name
 from specchat.drafters.base import Draft, Drafter
 from specchat.engine.pieces import PieceDecoder
 from specchat.errors import SpecchatError
@@ -172,7 +173,7 @@ class Engine:
                 break
             self._take_switch(context)
             started = time.perf_counter()
-            arm_step = self.drafter.name != "off" and arm.wants_step(i)
+            arm_step = self.drafter.name != Name.OFF and arm.wants_step(i)
             r = self._round(context, max_tokens - len(turn.tokens), arm_step, arm.plain_run)
             arm.record(r)
             r.forced_text = pieces.feed(r.accepted[: r.forced])

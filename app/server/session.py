@@ -19,10 +19,11 @@ from typing import TypedDict
 
 from specchat.decoding.sampling import SamplingParams
 from specchat.display import merge_spans
+from specchat.drafters import Name
 from specchat.engine.loop import Turn
 from specchat.errors import SpecchatError
 from specchat.server.answers import Fields, inconsistent, read_event
-from specchat.server.client import SERVER_DRAFTER, ServerClient, StreamCut, check_url
+from specchat.server.client import SERVER_DRAFTER, ServerClient, StreamCut
 from specchat.server.counts import Chunk, ServerStats, Totals, _context, check_clock, clock_rate, server_stats
 from specchat.session.dialogue import Dialogue, SessionStatus
 from specchat.textsafe import safe_text
@@ -131,12 +132,13 @@ class ServerSession(Dialogue[ServerTurn]):
     def k(self) -> int:
         return self.settings["n_max"] or 0
 
-    def set_k(self, k: int) -> None:
+    def set_k(self, k: int | None) -> None:
+        """speculative.n_max for each request; None: the server's own."""
         from specchat.decoding.target import K_MAX, K_MIN
 
-        if "n_max" not in self.info.knobs:
+        if k is not None and "n_max" not in self.info.knobs:
             raise SpecchatError("this server does not take k per request", hint=self.knob_hint())
-        self.settings["n_max"] = max(K_MIN, min(K_MAX, k))
+        self.settings["n_max"] = None if k is None else max(K_MIN, min(K_MAX, k))
 
     def knob_hint(self) -> str:
         return (
@@ -197,7 +199,7 @@ class ServerSession(Dialogue[ServerTurn]):
             "top_p": s.top_p,
             "seed": s.seed,
         }
-        if self._drafter == "off":
+        if self._drafter == Name.OFF:
             body.update(SPECULATION_OFF)
         else:
             body.update({f"speculative.{k}": v for k, v in self.settings.items() if v is not None})
@@ -339,61 +341,3 @@ class ServerSession(Dialogue[ServerTurn]):
         self.client.close()
         if self.baseline_client is not None:
             self.baseline_client.close()
-
-
-def check_server_options(
-    local: dict[str, str | None], drafter: str | None, baseline: bool, baseline_server: str | None, *, instead: str
-) -> None:
-    """What `run --server` and `specchat --server` both refuse, one error line
-    each: options for a local model, a drafter the server cannot run, and
-    --baseline-server without --baseline. `instead` ends the local options' hint."""
-    for flag, value in local.items():
-        if value is not None:
-            raise SpecchatError(
-                f"{flag} cannot be used with --server: the server runs its own model",
-                code=2,
-                hint=f"drop it, or drop --server to {instead}",
-            )
-    if baseline_server and not baseline:
-        raise SpecchatError("--baseline-server needs --baseline", code=2, hint="add --baseline")
-    if drafter not in (None, "auto", SERVER_DRAFTER, "off"):
-        raise SpecchatError(
-            f"--drafter {drafter} cannot run on a server",
-            code=2,
-            hint="with --server the drafter is the server's own, or off where it allows",
-        )
-
-
-def open_server_session(
-    url: str | None,
-    local: dict[str, str | None],
-    *,
-    drafter: str = "auto",
-    baseline: bool = False,
-    baseline_server: str | None = None,
-    **kwargs,
-) -> ServerSession:
-    """A ServerSession from `run`'s options, their ranges checked by checks.py:
-    the server runs its own model and drafter, so the local ones (`local`,
-    flag → value) are refused."""
-    if url is None:
-        raise SpecchatError(
-            "--baseline and --baseline-server need --server URL",
-            code=2,
-            hint='specchat run --server http://127.0.0.1:8080 --baseline "…"',
-        )
-    check_server_options(local, drafter, baseline, baseline_server, instead="run a local pair")
-    session = ServerSession(
-        check_url(url),
-        with_baseline=baseline,
-        baseline_url=check_url(baseline_server) if baseline_server else None,
-        **kwargs,
-    )
-    try:
-        session.set_drafter(SERVER_DRAFTER if drafter == "auto" else drafter)
-        if baseline:
-            session.check_baseline()
-    except SpecchatError:
-        session.close()
-        raise
-    return session

@@ -23,7 +23,7 @@ from specchat.decoding.keptcurve import KeptCurve
 from specchat.decoding.sampling import SamplingParams
 from specchat.decoding.schema import GrammarSpec
 from specchat.decoding.target import K_MAX, K_MIN, MtpHeadModel, TargetModel
-from specchat.drafters import NAMES, default_k
+from specchat.drafters import NAMES, Name, default_k
 from specchat.drafters.memory import PROMPT_TAIL, Memory
 from specchat.drafters.registry import Drafters
 from specchat.engine.loop import Engine, OnPrefill, Turn
@@ -86,7 +86,7 @@ class ChatSession(Dialogue[Turn]):
         self.target = target
         self.pair = pair
         self.no_drafting = no_drafting(target, pair)
-        drafter = "off" if self.no_drafting else decode.drafter
+        drafter = Name.OFF if self.no_drafting else decode.drafter
         sampling = decode.sampling
         self.system = decode.system
         self.max_tokens = decode.max_tokens
@@ -120,7 +120,7 @@ class ChatSession(Dialogue[Turn]):
         self.engine = Engine(
             target,
             self.drafters.get(drafter),
-            k=default_k(drafter) if decode.k is None else decode.k,
+            k=own_k(drafter, decode.k),
             sampling=sampling,
             baseline_every=decode.baseline_every,
             costs=self.costs,
@@ -183,20 +183,22 @@ class ChatSession(Dialogue[Turn]):
         return self.engine.drafter.name
 
     def set_drafter(self, name: str) -> None:
-        if self.no_drafting and name != "off":
+        if self.no_drafting and name != Name.OFF:
             raise SpecchatError(self.no_drafting, hint="this model decodes with --drafter off only")
         self.engine.switch_drafter(self.drafters.get(name))
 
     def drafter_names(self) -> list[str]:
         """What ctrl+d cycles through (set_drafter refuses those this pair cannot run)."""
-        return ["off"] if self.no_drafting else list(NAMES)
+        return [Name.OFF] if self.no_drafting else list(NAMES)
 
     @property
     def k(self) -> int:
         return self.engine.k
 
-    def set_k(self, k: int) -> None:
-        self.engine.k = max(K_MIN, min(K_MAX, k))
+    def set_k(self, k: int | None) -> None:
+        """The most a drafter proposes a round; None: the own k of the drafter
+        chosen last (it runs from the next round)."""
+        self.engine.k = own_k(self.engine.next_drafter.name, k)
 
     def set_constraint(self, spec: GrammarSpec | None) -> None:
         """Constrain the next replies to a grammar or JSON schema (None: free
@@ -253,11 +255,12 @@ class ChatSession(Dialogue[Turn]):
         self, drafter: str, k: int | None = None, baseline_every: int | None = None, temp: float | None = None
     ) -> Iterator[None]:
         """Run turns with another drafter (set now, begun by the next turn
-        before its clock starts), k, baseline rate and temperature; restore them after."""
+        before its clock starts), k (None: the drafter's own), baseline rate
+        and temperature; restore them after."""
         engine = self.engine
         saved = engine.drafter, engine.k, engine.baseline_every, engine.sampling
         engine.drafter = self.drafters.get(drafter)
-        engine.k = saved[1] if k is None else k
+        engine.k = own_k(drafter, k)
         engine.baseline_every = saved[2] if baseline_every is None else baseline_every
         engine.sampling = saved[3] if temp is None else replace(saved[3], temp=temp)
         try:
@@ -325,7 +328,7 @@ class ChatSession(Dialogue[Turn]):
 
     def plain_reference(self, turn: Turn) -> list[int]:
         """Decode the prompt of `turn` again with drafting off: what the target alone says."""
-        with self._decoding, self.using("off", baseline_every=0):
+        with self._decoding, self.using(Name.OFF, baseline_every=0):
             # One token more after an EOS ending, so the reference must stop there too.
             return self.engine.generate(turn.prompt, len(turn.tokens) + (turn.finish == "eos")).tokens
 
@@ -358,6 +361,12 @@ class ChatSession(Dialogue[Turn]):
         with self._decoding, self._remembering:  # ...and the models are freed after both
             self.drafters.close()
             self.target.close()
+
+
+def own_k(drafter: str, k: int | None) -> int:
+    """The k a session runs `drafter` at: `k` within K_MIN..K_MAX, or where
+    None the drafter's own (the one place a drafter's own k is looked up)."""
+    return default_k(drafter) if k is None else max(K_MIN, min(K_MAX, k))
 
 
 def too_long(prompt: int, system: int, room: int, n_ctx: int) -> SpecchatError:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specchat import checks
-from specchat.drafters import BY_NAME
+from specchat.drafters import BY_NAME, Name
 from specchat.errors import SpecchatError
 from specchat.session.chat import ChatSession
 from specchat.session.options import DecodeOptions, LoadOptions
@@ -58,7 +58,7 @@ def open_session(
     llama.set_verbose(load.verbose)
     label, t_path, d_path = pair_files(load.pair, load.target, load.draft)
     drafter = decode.drafter
-    if d_path == t_path and drafter != "draft" and ships_mtp(t_path):
+    if d_path == t_path and drafter != Name.DRAFT and ships_mtp(t_path):
         d_path = None  # a model that ships an MTP head drafts with it, not with a second copy of itself
     spec = BY_NAME.get(drafter)
     if d_path is None and spec and spec.uses_draft_model and not (spec.head_stands_in and ships_mtp(t_path)):
@@ -108,7 +108,7 @@ def open_session(
     )
     if target_model.hidden is not None:
         session.devices.setdefault("mtp", None)  # the target's MTP head, once it has loaded
-    if session.no_drafting and drafter != "off":
+    if session.no_drafting and drafter != Name.OFF:
         warn(session.no_drafting)
     return session
 

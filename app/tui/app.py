@@ -231,7 +231,7 @@ class SpecchatApp(App):
 
     # --- loading a pair -------------------------------------------------------------
 
-    def open_pair(self, pair: str | None, drafter: str, k: int) -> None:
+    def open_pair(self, pair: str | None, drafter: str, k: int | None) -> None:
         asked = pair
         try:
             pair = pair or self.models.default_pair()
@@ -259,7 +259,7 @@ class SpecchatApp(App):
     # llama.cpp's OpenMP keeps a team of threads for every thread that has decoded, and once
     # the teams hold more threads than there are cores, libgomp sleeps at every barrier.
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
-    def load_session(self, pair: str, drafter: str, k: int) -> None:
+    def load_session(self, pair: str, drafter: str, k: int | None) -> None:
         from specchat.session.chat import ChatSession
 
         try:

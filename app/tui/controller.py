@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specchat.drafters import NEEDS_CONSTRAINT, USES_DRAFT_MODEL, default_k
+from specchat.drafters import NEEDS_CONSTRAINT, USES_DRAFT_MODEL
 from specchat.errors import SpecchatError
 from specchat.message.attach import Attachment, read_attachment
 from specchat.tui.conversation import Conversation
@@ -60,7 +60,7 @@ class ChatController:
     """One chat's state. `drafter` is the drafter chosen (the engine takes
     it at its next round); `chosen_k` is the k given for every drafter
     (--k, or k in settings.toml), or None while each drafter runs at its own
-    k (drafters.default_k), as `run` and `bench` do; `k_for` holds a k picked
+    k (the session looks it up), as `run` and `bench` do; `k_for` holds a k picked
     with the keys, for the drafter it was picked under alone (never saved)."""
 
     def __init__(self, conversation: Conversation, drafter: str, k: int | None = None) -> None:
@@ -92,17 +92,17 @@ class ChatController:
 
     # --- the drafter and k --------------------------------------------------------------
 
-    def k_to_open(self) -> int:
-        """The k a pair opens with: the one chosen, else the drafter's own
-        (or, on a pair switch, the k the current session runs at)."""
+    def k_to_open(self) -> int | None:
+        """The k a pair opens with: the one chosen, else None, the drafter's
+        own (or, on a pair switch, the k the current session runs at)."""
         if self.session is not None:
             return self.session.k
         return self.k_of(self.drafter)
 
-    def k_of(self, name: str) -> int:
+    def k_of(self, name: str) -> int | None:
         """The k a drafter runs at: the one picked for it, else the one given
-        for every drafter, else its own."""
-        return self.k_for.get(name) or self.chosen_k or default_k(name)
+        for every drafter, else None: its own (the session knows it)."""
+        return self.k_for.get(name) or self.chosen_k
 
     def cycle_drafter(self) -> Notice | None:
         """off → ngram → draft → hybrid → auto, skipping drafters this pair
@@ -122,9 +122,8 @@ class ChatController:
                 self.session.set_drafter(name)
             except SpecchatError:
                 continue  # this pair has no draft model: skip draft/hybrid
-            if self.k_of(name) != self.session.k:
-                with contextlib.suppress(SpecchatError):  # a server that takes no k per request runs at its own
-                    self.session.set_k(self.k_of(name))
+            with contextlib.suppress(SpecchatError):  # a server that takes no k per request runs at its own
+                self.session.set_k(self.k_of(name))
             self.drafter = name
             self.draft_loading = self.generating and name in USES_DRAFT_MODEL and not self.session.draft_model_loaded
             return Notice(f"drafter: {name}{self._switch_note(name)}")

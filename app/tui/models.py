@@ -69,7 +69,7 @@ class Session(Protocol):
     def set_drafter(self, name: str) -> None: ...
     @property
     def k(self) -> int: ...
-    def set_k(self, k: int) -> None: ...
+    def set_k(self, k: int | None) -> None: ...  # None: the drafter's own
     def set_constraint(self, spec: GrammarSpec | None) -> None: ...
     @property
     def sampling(self) -> SamplingParams: ...
@@ -93,7 +93,9 @@ class ModelSource(Protocol):
     def pull_progress(self, name: str) -> tuple[int, int | None]: ...
     def found_pairs(self) -> list[PairInfo]: ...  # where nothing is pulled: pairs of the user's files a scan found
     def add_found(self, name: str) -> str: ...  # register one of them as a local pair; its name
-    def open(self, pair: str, drafter: str, k: int, settings: Settings) -> Session: ...
+    def open(
+        self, pair: str, drafter: str, k: int | None, settings: Settings
+    ) -> Session: ...  # k None: the drafter's own
 
 
 @dataclass
@@ -196,7 +198,7 @@ class Models:
 
         return local.add(name, *self.found[name]).name
 
-    def open(self, pair: str, drafter: str, k: int, settings: Settings) -> Session:
+    def open(self, pair: str, drafter: str, k: int | None, settings: Settings) -> Session:
         from specchat.decoding.sampling import SamplingParams
         from specchat.session.loader import open_session
         from specchat.session.options import DecodeOptions, load_options
@@ -259,7 +261,7 @@ class ServerModels:
     def add_found(self, name: str) -> str:
         raise SpecchatError("a server offers no local files", hint="drop --server to chat on your own files")
 
-    def open(self, pair: str, drafter: str, k: int, settings) -> ServerSession:
+    def open(self, pair: str, drafter: str, k: int | None, settings) -> ServerSession:
         from specchat.decoding.sampling import SamplingParams
         from specchat.server.session import ServerSession
 
@@ -271,7 +273,7 @@ class ServerModels:
             with_baseline=self.baseline,
         )
         session.pair = self.name
-        if "n_max" in session.info.knobs:
+        if k is not None and "n_max" in session.info.knobs:
             session.set_k(k)  # the chat's k goes out as speculative.n_max where the server takes it
         if drafter in session.drafter_names():
             session.set_drafter(drafter)
@@ -300,7 +302,8 @@ def chat_models(
             )
         return None
     from specchat.server.client import check_url
-    from specchat.server.session import ServerSession, check_server_options
+    from specchat.server.opening import check_server_options
+    from specchat.server.session import ServerSession
 
     check_server_options(
         {"--pair": pair, "--target": target, "--draft": draft},

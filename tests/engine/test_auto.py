@@ -357,6 +357,15 @@ def test_every_drafter_in_the_table_is_built_by_the_registry_as_its_own_kind():
     made.close()
 
 
+def test_the_names_and_the_table_hold_the_same_drafters_in_the_same_order():
+    """drafters.Name is the one spelling of each name: a drafter added to one
+    and not the other fails here."""
+    from specchat.drafters import NAMES, SPECS, Name
+
+    assert list(Name) == [s.name for s in SPECS] == list(NAMES)
+    assert all(isinstance(s.name, Name) for s in SPECS)
+
+
 def test_before_a_curve_is_measured_a_whole_copy_is_priced_by_the_prior():
     """Only live plain steps so far: a size not measured costs the prior
     (PRIOR_SLOPE plain steps a position) at least; a whole copy still pays on

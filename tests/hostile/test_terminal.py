@@ -238,8 +238,8 @@ sys.path[:0] = [{root!r}]
 from tests.support.tui import FakeModels
 from specchat.config import Settings
 import specchat.session.loader
-specchat.session.loader.open_session = lambda *a, **kw: FakeModels(max_tokens=kw["max_tokens"]).open(
-    "fake-pair", kw["drafter"], kw["k"], Settings())
+specchat.session.loader.open_session = lambda load, decode: FakeModels(max_tokens=decode.max_tokens).open(
+    "fake-pair", decode.drafter, decode.k, Settings())
 from specchat.cli.main import main
 sys.argv = ["specchat", "run", *sys.argv[1:]]
 main()
