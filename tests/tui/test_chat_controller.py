@@ -19,12 +19,10 @@ from tests.support.tui import long_model, noisy_draft
 
 
 def session(drafter: str = "auto", k: int | None = None, draft=noisy_draft) -> ChatSession:
-    from specchat.drafters import default_k
-
     return ChatSession(
         long_model(),
         draft,
-        DecodeOptions(drafter=drafter, k=k or default_k(drafter), max_tokens=8),
+        DecodeOptions(drafter=drafter, k=k, max_tokens=8),
         pair="fake-pair",
     )  # fmt: skip
 
@@ -67,9 +65,9 @@ def test_a_k_given_for_every_drafter_holds_until_one_is_picked_for_a_drafter():
 
 def test_a_pair_opens_at_the_chosen_k_or_the_drafters_own():
     chat = ChatController(Conversation(None, warn=print), "draft", None)
-    assert chat.k_to_open() == 4
+    assert chat.k_to_open() is None and session("draft", chat.k_to_open()).k == 4  # the session knows its own
     chat = ChatController(Conversation(None, warn=print), "ngram", None)
-    assert chat.k_to_open() == 16
+    assert chat.k_to_open() is None and session("ngram", chat.k_to_open()).k == 16
     chat = ChatController(Conversation(None, warn=print), "ngram", 7)
     assert chat.k_to_open() == 7
     chat.attach(session("ngram", 9))
