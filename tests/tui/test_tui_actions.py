@@ -353,6 +353,15 @@ async def test_legend_shows_the_colours(tmp_path):
         assert ("MTP head", SPEC_DEFAULTS["spec-mtp"], False) in runs
         assert ("grammar-forced", SPEC_DEFAULTS["spec-grammar"], False) in runs
         assert any("auto and hybrid" in t for t, _, _ in runs)
+        # Every drafter that proposes tokens of its own has a colour of its own, and the legend shows it.
+        from specchat.drafters import SPECS, Name
+        from specchat.themes import SOURCES
+
+        assert set(SOURCES) == {s.name for s in SPECS} - {Name.OFF, Name.AUTO, Name.HYBRID}  # these draft with the rest
+        colours = app.get_css_variables()
+        shown = {c for _, c, strike in runs if not strike}
+        assert all(colours[var].lower() in shown for var in SOURCES.values())
+        assert len({colours[var] for var in SOURCES.values()}) == len(SOURCES)
         await pilot.press("escape")
         assert app.screen.__class__.__name__ != "LegendScreen"
 
