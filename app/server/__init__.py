@@ -1,1 +1,2 @@
-"""A llama.cpp server: the client that reads its answers, its counters, the session the chat and run drive."""
+"""A llama.cpp server: the client that reads its answers, its counters, the
+session the chat and run drive, and opening one from a command's options."""
