@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from specchat.bench.scorecard import OFF, REFERENCE
 from specchat.bench.suites import SUITES, Suite, load_prompts, load_suite
-from specchat.drafters import default_k
 from specchat.errors import SpecchatError
+from specchat.session.chat import own_k
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Plan:
         pairs = []
         for d in self.drafters:  # "auto:16" runs auto at k=16 only
             name, _, fixed = d.partition(":")
-            ks = [int(fixed)] if fixed else self.ks or [default_k(name)]  # no --k: the drafter's own
+            ks = [int(fixed)] if fixed else self.ks or [own_k(name, None)]  # no --k: the drafter's own
             pairs += [(name, k) for k in ks]
         return pairs + [(REFERENCE, 0)] * self.extras
 
