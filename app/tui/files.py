@@ -5,7 +5,9 @@ F6 and F7 copy the last reply and its code.
 the files under the folder specchat runs in, narrowed as you type (fuzzy,
 as the command palette matches). They are found on a worker, the list
 growing as the walk goes (Esc stops it), MAX_FILES at most: the picker says
-when it shows only the first ones. Enter attaches the file to the next
+when it shows only the first ones. Binary files (a NUL in their first
+SNIFF bytes, which attaching refuses) are left out, and counted under the
+list; each file listed shows its size. Enter attaches the file to the next
 message, as a message that starts `/file PATH` does; Esc types the `@` after all.
 
 F9 shows the last reply's code against the attached file it rewrites (the
@@ -56,6 +58,7 @@ MAX_FILES = 5000  # the picker lists at most this many, and says so when a folde
 MAX_FOLDERS = 50_000  # folders it walks at most: a tree bigger than that (a home folder, a disk) is left unwalked
 SHOWN = 50  # matches listed at once
 BATCH_SECONDS = 0.1  # how often the list grows while the walk goes on
+SNIFF = 4096  # bytes read of each file found: a NUL among them says binary, as attaching finds it
 SKIPPED = {
     ".git",
     ".hg",
@@ -80,6 +83,25 @@ def files_under(root: Path) -> Iterator[list[str]]:
     for folder, names in walk(root, keep=lambda name: name not in SKIPPED and not name.startswith(".")):
         rel = folder.relative_to(root)
         yield [str(rel / name) if rel.parts else name for name in names if not name.startswith(".")]
+
+
+def is_binary(path: Path) -> bool:
+    """A regular file whose first SNIFF bytes hold a NUL, which attaching
+    refuses: the picker leaves it out. Opened without following a link or
+    blocking; a FIFO, a device or a folder is never opened."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or not st.st_size:
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False  # listed: attaching it says what is wrong
+    try:
+        return b"\0" in os.read(fd, SNIFF)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def size_label(path: Path) -> str:
@@ -113,6 +135,7 @@ class FilePicker(ModalScreen[str | None]):
     @dataclass
     class Found(Message):
         paths: list[tuple[str, str]]  # files found since the last message, each with its size_label
+        binary: int = 0  # binary files found since then, not listed
         done: bool = False  # the walk has ended
         cut: str = ""  # why the list stops short of every file ("" where it holds them all)
 
@@ -121,6 +144,7 @@ class FilePicker(ModalScreen[str | None]):
         self.root = root
         self.files: list[str] = []
         self.sizes: dict[str, str] = {}  # each file's size_label
+        self.binary = 0  # binary files the walk found and left out
         self.matches: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -141,14 +165,16 @@ class FilePicker(ModalScreen[str | None]):
         cancels the worker, and the walk stops at the next folder."""
         worker = get_current_worker()
         batch: list[tuple[str, str]] = []
-        found, sent, cut = 0, 0.0, ""  # the first files show at once
+        found, binary, sent, cut = 0, 0, 0.0, ""  # the first files show at once
         try:
-            for folders, paths in enumerate(files_under(self.root), 1):
+            for folders, names in enumerate(files_under(self.root), 1):
                 if worker.is_cancelled:
                     return
                 if folders > MAX_FOLDERS:
                     cut = f"the walk stopped after {MAX_FOLDERS:,} folders: {found:,} files shown"
                     break
+                paths = [p for p in names if not is_binary(self.root / p)]
+                binary += len(names) - len(paths)
                 if found + len(paths) > MAX_FILES:
                     batch += self._sized(paths[: MAX_FILES - found])
                     found = MAX_FILES
@@ -156,12 +182,12 @@ class FilePicker(ModalScreen[str | None]):
                     break
                 batch += self._sized(paths)
                 found += len(paths)
-                if batch and time.monotonic() - sent >= BATCH_SECONDS:
-                    self.post_message(self.Found(batch))
-                    batch, sent = [], time.monotonic()
+                if (batch or binary) and time.monotonic() - sent >= BATCH_SECONDS:
+                    self.post_message(self.Found(batch, binary))
+                    batch, binary, sent = [], 0, time.monotonic()
         except Exception as err:  # the picker stays; say what stopped the walk
             cut = f"the walk stopped ({type(err).__name__}: {err}): {found:,} files shown"
-        self.post_message(self.Found(batch, done=True, cut=cut))
+        self.post_message(self.Found(batch, binary, done=True, cut=cut))
 
     def _sized(self, paths: list[str]) -> list[tuple[str, str]]:
         return [(p, size_label(self.root / p)) for p in paths]
@@ -169,8 +195,10 @@ class FilePicker(ModalScreen[str | None]):
     def on_file_picker_found(self, msg: FilePicker.Found) -> None:
         self.files += [p for p, _ in msg.paths]
         self.sizes.update(msg.paths)
+        self.binary += msg.binary
         if msg.done:
             count = msg.cut or (f"{len(self.files):,} files" if self.files else "no files here")
+            count += f" · {self.binary:,} binary not listed" if self.binary else ""
         else:
             count = f"listing the files… {len(self.files):,} so far"
         self.query_one("#file-count", Static).update(Content(safe_text(count)))

@@ -3,11 +3,13 @@ each), drawn in the colours of who proposed each token, and, once the reply
 has ended, with its fenced code blocks set off from the prose.
 
 A span is {text, kind, drafter}, as `specchat.display.spans` makes them.
-The code blocks take a background and their fence lines are dimmed; the
-tokens keep their provenance colours, so a block is not coloured by its
-syntax (F5 renders the reply as Markdown, syntax colours included). While
-a reply streams its text is drawn as it comes, blocks and all, the chunk
-being written growing by appending; the blocks are set off once it ends.
+While a reply streams its text is drawn as it comes, blocks and all, in
+the colours of who proposed each token, the chunk being written growing by
+appending. Once it ends its code blocks take a background and their fence
+lines are dimmed; a block whose fence names a language Pygments knows
+(```python) is coloured by its syntax, in Textual's highlight theme (so it
+follows the chat's theme), and its tokens' provenance colours come back
+with the rejected drafts (ctrl+t). The prose keeps its provenance colours.
 """
 
 from __future__ import annotations
@@ -84,28 +86,86 @@ def code_lines(text: str) -> list[tuple[int, int, str]]:
     between them in CODE_STYLE. A block closes at a line of its fence's
     character, at least as long, and nothing else; one left open runs to
     the end of the text."""
+    return [(start, end, FENCE_STYLE if fence else CODE_STYLE) for start, end, fence, _ in _block_lines(text)]
+
+
+def syntax_ranges(text: str) -> list[tuple[int, int, str]]:
+    """The syntax colours of text's code blocks whose opening fence names a
+    language Pygments knows, as (start, end, style) in order: a token's
+    style in Textual's HighlightTheme ($text-accent for a keyword, ...),
+    "$text" for one it leaves plain. Offsets are the text's own (tabs are
+    not expanded)."""
+    blocks: dict[int, list[tuple[int, int]]] = {}
+    for start, end, fence, block in _block_lines(text):
+        if not fence:
+            blocks.setdefault(block, []).append((start, end))
     out: list[tuple[int, int, str]] = []
-    fence, start = "", 0
+    for block, lines in blocks.items():
+        lexer = _lexer(text, block)
+        if lexer is None:
+            continue
+        first, last = lines[0][0], lines[-1][1]
+        tokens = list(lexer.get_tokens(text[first:last]))
+        if sum(len(value) for _, value in tokens) != last - first:
+            continue  # Pygments rewrote the text (it turns \r\n into \n): no offsets to trust
+        pos = first
+        for token, value in tokens:
+            if value:
+                out.append((pos, pos + len(value), _token_style(token)))
+            pos += len(value)
+    return out
+
+
+def _block_lines(text: str) -> list[tuple[int, int, bool, int]]:
+    """(start, end, is a fence line, the block's start) for every line of a fenced block."""
+    out: list[tuple[int, int, bool, int]] = []
+    fence, start, block = "", 0, 0
     for line in text.split("\n"):
         end = start + len(line.removesuffix("\r"))  # a Windows line end is a line end, drawn as one
         found = FENCE.match(line)
         if not fence:
             if found and not (found.group(1)[0] == "`" and "`" in line[found.end() :]):  # not ``` inline ```
-                fence = found.group(1)
-                out.append((start, end, FENCE_STYLE))
+                fence, block = found.group(1), start
+                out.append((start, end, True, block))
         else:
             closes = found is not None and found.group(1).startswith(fence) and not line[found.end() :].strip()
-            out.append((start, end, FENCE_STYLE if closes else CODE_STYLE))
+            out.append((start, end, closes, block))
             fence = "" if closes else fence
         start += len(line) + 1
     return out
 
 
+def _lexer(text: str, block: int):
+    """Pygments' lexer for the language the fence at `block` names, or None."""
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    found = FENCE.match(text, block)
+    words = text[found.end() if found else block :].split("\n", 1)[0].split()
+    if not words:
+        return None
+    try:  # tabsize 0 keeps every tab one character, as the reply's offsets count it
+        return get_lexer_by_name(words[0].strip("{}.").lower(), stripnl=False, ensurenl=False, tabsize=0)
+    except (ClassNotFound, ValueError):
+        return None
+
+
+def _token_style(token) -> str:
+    from textual.highlight import HighlightTheme
+
+    while token is not None:
+        if style := HighlightTheme.STYLES.get(token):
+            return style
+        token = token.parent
+    return "$text"
+
+
 def ended_contents(chunks: list[list[dict]], text: str, show_rejected: bool, first: int = 0) -> list[Content]:
     """The chunks from `first` on, each as spans_content draws it, with the
-    code blocks of the reply (its text, whose chunks they are) set off."""
-    ranges = code_lines(text)
-    ends = [end for _, end, _ in ranges]
+    code blocks of the reply (its text, whose chunks they are) set off, and
+    coloured by their syntax unless `show_rejected` asks for the drafts."""
+    lines = _layer(code_lines(text))
+    layers = [lines] if show_rejected else [lines, _layer(syntax_ranges(text))]
     out, offset = [], 0
     for chunk in chunks[:first]:  # drawn already: only where the next one starts
         offset += len(reply_text(chunk)) + 1
@@ -115,31 +175,40 @@ def ended_contents(chunks: list[list[dict]], text: str, show_rejected: bool, fir
             own = span_style(s["kind"], s["drafter"])
             if s["kind"] == "rejected":  # no text of the reply's: it takes the style of the line it was drafted in
                 if show_rejected:
-                    i = bisect.bisect_left(ends, offset)
-                    inside = i < len(ranges) and ranges[i][0] <= offset
-                    content = content.append_text(shown_text(s), _styles(own, ranges[i][2] if inside else ""))
+                    i = bisect.bisect_left(lines[1], offset)
+                    inside = i < len(lines[0]) and lines[0][i][0] <= offset
+                    content = content.append_text(shown_text(s), _styles(own, lines[0][i][2] if inside else ""))
                 continue
-            for piece, style in _pieces(s["text"], offset, ranges, ends):
-                content = content.append_text(shown_text({**s, "text": piece}), _styles(own, style))
+            for piece, (line, syntax, *_) in _pieces(s["text"], offset, layers):
+                content = content.append_text(shown_text({**s, "text": piece}), _styles(syntax or own, line))
             offset += len(s["text"])
         out.append(content)
         offset += 1  # the separator between two chunks
     return out
 
 
-def _pieces(text: str, offset: int, ranges: list[tuple[int, int, str]], ends: list[int]) -> list[tuple[str, str]]:
-    """text, found at offset in the reply, cut where a code line starts or
-    ends: each piece with the style of the code line it is in ("" outside)."""
+Layer = tuple[list[tuple[int, int, str]], list[int]]  # ranges in order, and their ends
+
+
+def _layer(ranges: list[tuple[int, int, str]]) -> Layer:
+    return ranges, [end for _, end, _ in ranges]
+
+
+def _pieces(text: str, offset: int, layers: list[Layer]) -> list[tuple[str, list[str]]]:
+    """text, found at offset in the reply, cut where a range of any layer
+    starts or ends: each piece with each layer's style there ("" outside),
+    one more "" at the end for a missing layer."""
     out, pos, end = [], offset, offset + len(text)
-    i = bisect.bisect_right(ends, pos)  # the first code line that ends past pos
     while pos < end:
-        if i < len(ranges) and ranges[i][0] <= pos:  # inside a code line
-            stop, style = min(end, ranges[i][1]), ranges[i][2]
-            i += 1
-        else:
-            stop, style = (min(end, ranges[i][0]) if i < len(ranges) else end), ""
-        if stop > pos:  # an empty line of code is no piece
-            out.append((text[pos - offset : stop - offset], style))
+        stop, styles = end, []
+        for ranges, ends in layers:
+            i = bisect.bisect_right(ends, pos)  # the first range that ends past pos
+            if i < len(ranges) and ranges[i][0] <= pos:  # inside it
+                stop, style = min(stop, ranges[i][1]), ranges[i][2]
+            else:
+                stop, style = (min(stop, ranges[i][0]) if i < len(ranges) else stop), ""
+            styles.append(style)
+        out.append((text[pos - offset : stop - offset], [*styles, ""]))
         pos = stop
     return out
 

@@ -1,6 +1,7 @@
 """An ended reply's fenced code blocks are set off from its prose: a
-background on their lines, the fence lines dimmed, every token still in the
-colour of who proposed it. The text itself never changes."""
+background on their lines, the fence lines dimmed, a block that names its
+language coloured by its syntax (who proposed each token one key away,
+ctrl+t). The text itself never changes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from hypothesis import strategies as st
 
 from specchat.display import shown_text
 from specchat.tui.chatlog import ChatLog
-from specchat.tui.replytext import CODE_STYLE, FENCE_STYLE, chunk_spans, code_lines, ended_contents, reply_text
+from specchat.tui.replytext import (
+    CODE_STYLE,
+    FENCE_STYLE,
+    chunk_spans,
+    code_lines,
+    ended_contents,
+    reply_text,
+    syntax_ranges,
+)
 from specchat.tui.widgets import AssistantMessage, ReplyBody
 from tests.support.tui import DARK, hexcolor, make_app, ready, segments
 
@@ -39,6 +48,40 @@ def test_code_lines_what_opens_and_closes_a_block():
     assert styled("~~~\ncode") == [("~~~", FENCE_STYLE), ("code", CODE_STYLE)]  # left open: to the end
     assert styled("```\n\ncode\n```") == [("```", FENCE_STYLE), ("", CODE_STYLE), ("code", CODE_STYLE),
                                           ("```", FENCE_STYLE)]  # fmt: skip
+
+
+def coloured(text: str) -> list[tuple[str, str]]:
+    return [(text[a:b], style) for a, b, style in syntax_ranges(text) if text[a:b].strip()]
+
+
+def test_a_block_that_names_its_language_is_coloured_by_its_syntax():
+    text = "Use `def`:\n```python\ndef f(x):\n\treturn 'x'  # one\n```\ndef is prose here."
+    found = coloured(text)
+    assert found[:4] == [("def", "$text-accent"), ("f", "$text-warning underline"), ("(", "$text"),
+                         ("x", "$text-primary")]  # fmt: skip  # Textual's highlight theme, by token
+    assert ("return", "$text-accent") in found and found[-1] == ("# one", "$text 60%")
+    assert {style for piece, style in found if piece in ("'", "x'", "'x'")} <= {"$text-success"}
+    assert "".join(piece for piece, _ in found).count("def") == 1  # the prose's def is no keyword
+    assert coloured("```rust\nfn main() {}\n```")[0] == ("fn", "$text-accent")
+    assert coloured("```\ndef f(): pass\n```") == []  # no language named: no guess
+    assert coloured("```no-such-language\ndef f(): pass\n```") == []
+    assert coloured("```python\r\nx = 1\r\ny = 2\r\n```") == []  # Pygments would move the offsets: left plain
+
+
+LANGUAGES = ["```python\n", "```js\n", "```bash\n", "```text\n", "```c {.x}\n"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([*LANGUAGES, "a", " ", "\t", "\n", "```", "~~~", "x = '1'", "# c", "\\", "\r"]),
+                max_size=60).map("".join))  # fmt: skip
+def test_syntax_colours_lie_in_code_lines_in_order(text):
+    """Whatever the text, the syntax ranges are in order, never overlap, and
+    cover only the lines of code between fences, never prose or a fence."""
+    code = {i for a, b, style in code_lines(text) if style == CODE_STYLE for i in range(a, b)}
+    at = 0
+    for a, b, _ in syntax_ranges(text):
+        assert at <= a < b and set(range(a, b)) - code <= {i for i in range(a, b) if text[i] == "\n"}
+        at = b
 
 
 def spans_of(alphabet: list[str]):
@@ -111,10 +154,17 @@ async def test_an_ended_reply_sets_its_code_block_off(tmp_path):
         runs = [(text, style) for text, style in segments(reply.query_one(ReplyBody)) if text.strip()]
         on_panel = "".join(t for t, s in runs if s.bgcolor is not None and s.bgcolor.triplet.hex == PANEL)
         assert on_panel.replace(" ", "") == "```pythonsquares=[x*xforxinxs]```"
-        code = [s for t, s in runs if "squares" in t]
-        assert code and hexcolor(code[0]) == DARK["model"]  # the draft model's tokens keep its colour
+        code = [s for t, s in runs if t.strip() == "squares"]
+        assert code and hexcolor(code[0]) not in (DARK["model"], DARK["fg"])  # coloured by its syntax...
+        keyword = [s for t, s in runs if t.strip() == "for"]
+        assert keyword and hexcolor(keyword[0]) not in (hexcolor(code[0]), DARK["model"])
         fences = [s for t, s in runs if t.startswith("```")]
         assert fences and all(hexcolor(s) != DARK["fg"] for s in fences)  # dim: Textual draws it fainter
         prose = [s for t, s in runs if "Like" in t or "Done" in t]
         assert prose and all(s.bgcolor is None or s.bgcolor.triplet.hex != PANEL for s in prose)
         assert reply.text == "".join(s["text"] for s in spans)  # what is copied: the reply, as it was
+        reply.set_show_rejected(True)  # ctrl+t: the drafts, and who proposed each token
+        await pilot.pause()
+        runs = [(text, style) for text, style in segments(reply.query_one(ReplyBody)) if text.strip()]
+        code = [s for t, s in runs if "squares" in t]
+        assert code and hexcolor(code[0]) == DARK["model"]  # ...and the draft model's colour one key away
