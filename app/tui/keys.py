@@ -56,7 +56,7 @@ ACTIONS = [
         "ctrl+t",
         "toggle_rejected",
         "Rejected",
-        "Show or hide the rejected drafts in replies that ended",
+        "Show or hide the rejected drafts in replies that ended, and code's drafter colours",
         True,
         True,
     ),
