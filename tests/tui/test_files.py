@@ -69,9 +69,7 @@ async def test_the_picker_leaves_binary_files_out_and_says_how_many(folder):
     app = make_app(folder / "data")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press("@")
-        await wait_until(pilot, lambda: isinstance(app.screen, FilePicker))
-        picker = app.screen
+        picker = await open_picker(pilot)
         await wait_until(pilot, lambda: "not listed" in picker_count(picker), timeout=30)
         binary = [p for names in files_under(folder) for p in names if is_binary(folder / p)]  # the data folder's too
         assert {"model.gguf", "late.bin"} <= set(binary) and not set(binary) & set(picker.files)
@@ -101,6 +99,13 @@ async def test_the_picker_in_a_folder_nested_1100_deep_lists_its_files_and_the_c
             await wait_until(pilot, lambda: prompt.text == "look at @")
 
 
+async def open_picker(pilot) -> FilePicker:
+    """`@` in an empty prompt: the picker, open."""
+    await pilot.press("@")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, FilePicker))
+    return pilot.app.screen
+
+
 def picker_count(picker: FilePicker) -> str:
     """What the picker says under its list: how many files, or why it lists fewer."""
     return str(picker.query_one("#file-count", Static).render())
@@ -114,9 +119,7 @@ async def test_a_folder_with_more_files_than_the_picker_lists_says_so(folder):
     app = make_app(folder / "data")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press("@")
-        await wait_until(pilot, lambda: isinstance(app.screen, FilePicker))
-        picker = app.screen
+        picker = await open_picker(pilot)
         await wait_until(pilot, lambda: picker_count(picker).startswith("first 5,000 files shown"), timeout=30)
         assert len(picker.files) == MAX_FILES == 5000
 
@@ -142,9 +145,7 @@ async def test_esc_closes_the_picker_while_it_walks_and_stops_the_walk(folder, m
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         prompt = app.query_one(PromptInput)
-        await pilot.press("@")
-        await wait_until(pilot, lambda: isinstance(app.screen, FilePicker))
-        picker = app.screen
+        picker = await open_picker(pilot)
         await wait_until(pilot, lambda: "listing the files…" in picker_count(picker) and picker.files)
         assert picker.query_one(OptionList).option_count == len(picker.files) < 20
         await pilot.press("escape")
