@@ -36,6 +36,7 @@ import re
 import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -47,6 +48,7 @@ _CANDIDATE = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32
 FORCED_MAX_BYTES = 256  # longest forced run probed in one go
 _ARGMAX_CHUNK = 32  # candidates checked at a time when the argmax is refused
 BIND_SECONDS = 5.0  # a grammar within decoding/schema.py's limits binds in well under 0.1 s
+WAIT_SLICE = 0.1  # seconds between two looks at the bind (and at a ctrl-c)
 
 
 # --- binding to a vocabulary ---------------------------------------------------------
@@ -132,9 +134,12 @@ def _bind(vocab, spec: GrammarSpec, seconds: float | None = None):
         done.set()
 
     threading.Thread(target=build, name="grammar-bind", daemon=True).start()
-    bound = False
+    bound, end = False, time.monotonic() + seconds
     try:
-        bound = done.wait(seconds)  # a lock wait: ctrl-c interrupts it
+        # Short waits: a ctrl-c the kernel hands to another thread (the bind's,
+        # busy in C) is raised here at the next one, not when the time is up.
+        while not bound and (left := end - time.monotonic()) > 0:
+            bound = done.wait(min(WAIT_SLICE, left))
     finally:
         if not bound:
             with lock:
