@@ -65,6 +65,14 @@ class ChatLog(VerticalScroll):
         replies = self.query(AssistantMessage)
         return replies.last() if replies else None
 
+    def shown(self) -> list[tuple[str, str]]:
+        """The messages on screen, oldest first: ("you" | "reply", the text); a stored message that could not be read is left out."""
+        return [
+            ("you" if isinstance(w, UserMessage) else "reply", w.text)
+            for w in self.children
+            if isinstance(w, (UserMessage, AssistantMessage))
+        ]
+
     def drop_last_exchange(self) -> bool:
         """Remove the last user message and what follows it; whether a
         finished reply was among them."""

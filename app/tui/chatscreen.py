@@ -27,6 +27,7 @@ from specchat.textsafe import safe_text
 from specchat.tui.branching import Branches, branch_note
 from specchat.tui.chatlog import ChatLog
 from specchat.tui.controller import ChatController, Notice
+from specchat.tui.copying import CopyKeys
 from specchat.tui.files import FileKeys
 from specchat.tui.keys import ACTIONS, legend_keys
 from specchat.tui.knobs import Knobs, knob_command
@@ -70,7 +71,7 @@ class ChatScreen(Screen):
         self.show_rejected = False  # in replies that ended (ctrl+t); a streaming reply shows them
         self.quit_code: int | None = None  # a signal asked to quit once the reply under way has ended
         self._status_time = 0.0
-        self.branches, self.knobs, self.files = Branches(self), Knobs(self), FileKeys(self)
+        self.branches, self.knobs, self.files, self.copies = Branches(self), Knobs(self), FileKeys(self), CopyKeys(self)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
@@ -150,9 +151,8 @@ class ChatScreen(Screen):
         prompt.insert(text)
         prompt.focus()
 
-    def reply_text(self) -> str | None:
-        reply = self.query_one(ChatLog).last_reply()
-        return reply.text if reply is not None else None
+    def shown_messages(self) -> list[tuple[str, str]]:
+        return self.query_one(ChatLog).shown()
 
     def send(self, text: str) -> None:
         """Send text from the prompt as the next message (or the edited last
@@ -276,10 +276,10 @@ class ChatScreen(Screen):
         self.knobs.ask(command)  # /system, /temp or /top-p, from the palette
 
     def action_copy_reply(self) -> None:
-        self.files.copy_reply()
+        self.copies.choose()
 
     def action_copy_code(self) -> None:
-        self.files.copy_code()
+        self.copies.code()
 
     def action_diff(self) -> None:
         self.files.diff()

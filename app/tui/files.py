@@ -1,5 +1,5 @@
-"""Files in the chat: `@` picks one to attach, F9 writes a reply back,
-F6 and F7 copy the last reply and its code.
+"""Files in the chat: `@` picks one to attach, F9 writes a reply back
+(copying from the chat is tui/copying.py).
 
 `@` typed at the start of the prompt or after a space opens the file picker:
 the files under the folder specchat runs in, narrowed as you type (fuzzy,
@@ -40,16 +40,14 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from specchat import paths
 from specchat.checks import blank
 from specchat.errors import SpecchatError
 from specchat.message.attach import Attachment, file_prefix
-from specchat.message.rewrite import code_blocks, find_rewrite
+from specchat.message.rewrite import find_rewrite
 from specchat.textsafe import safe_text
+from specchat.tui.copying import last_reply
 from specchat.tui.writeback import DiffScreen
 from specchat.walk import walk
-
-COPIED = "copied.txt"  # in the data folder: what F6 or F7 copied last, sure to be there
 
 if TYPE_CHECKING:
     from specchat.tui.view import ChatView
@@ -242,38 +240,10 @@ class FilePicker(ModalScreen[str | None]):
 
 
 class FileKeys:
-    """The chat's keys for files and a reply's code (@, F6, F7, F9), acting on its screen."""
+    """The chat's keys for files (@, F9), acting on its screen."""
 
     def __init__(self, view: ChatView) -> None:
         self.view = view
-
-    def copy_reply(self) -> None:
-        text = self.view.reply_text()
-        if text is not None:
-            self._copy(text, "the reply")
-
-    def copy_code(self) -> None:
-        view = self.view
-        blocks = code_blocks(view.reply_text() or "")
-        if not blocks:
-            view.notify("no code block in the last reply", severity="warning", timeout=3)
-            return
-        self._copy("\n".join(blocks), "the code block" if len(blocks) == 1 else f"{len(blocks)} code blocks")
-
-    def _copy(self, text: str, what: str) -> None:
-        """To the terminal's clipboard (OSC 52: whether it arrives is the
-        terminal's choice, and nothing says), and to a file that is sure to hold it."""
-        view = self.view
-        view.app.copy_to_clipboard(text)
-        sent = f"{what} went to the terminal's clipboard (if it takes OSC 52)"
-        kept = paths.data_dir() / COPIED
-        try:
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            paths.write_atomic(kept, text)
-        except OSError as err:
-            view.notify(f"{sent}; not saved: {err.strerror or err}", severity="warning")
-            return
-        view.notify(f"{sent} and to {kept}", timeout=4)
 
     def attach(self, text: str) -> str | None:
         """A "/file PATH rest" message attaches PATH: the rest to send, or
@@ -318,7 +288,7 @@ class FileKeys:
             view.notify(REOPENED if conversation.reopened else NO_FILE, timeout=6)
             return
         try:
-            rw = find_rewrite(view.reply_text() or "", files)
+            rw = find_rewrite(last_reply(view.shown_messages()) or "", files)
         except SpecchatError as err:
             view.notify(err.one_line(), severity="error", timeout=10)
             return

@@ -199,7 +199,7 @@ async def test_markdown_view_and_copy(tmp_path):
         assert reply.markdown_view and not reply.query_one(ReplyBody).display
         await pilot.press("f5")
         assert reply.query_one(ReplyBody).display
-        await pilot.press("f6")
+        await pilot.press("f6", "enter")  # the copy list opens on the last reply
         assert app.clipboard == reply.text
         reply.spans.append({"text": "\n```python\nprint(1)\n```\n", "kind": "target", "drafter": "target"})
         await pilot.press("f7")
@@ -213,7 +213,7 @@ async def test_markdown_view_and_copy(tmp_path):
         assert kept.read_text() == "print(1)\n\nmake\n"
         kept.unlink()
         kept.mkdir()  # a folder where the copy belongs: the clipboard still gets it, and one line says so
-        await pilot.press("f6")
+        await pilot.press("f6", "enter")
         assert app.clipboard == reply.text and kept.is_dir()
         assert [n.message for n in app._notifications][-1].startswith(
             "the reply went to the terminal's clipboard (if it takes OSC 52); not saved: ")
