@@ -195,11 +195,13 @@ def run(
     reply streams in colour; piped or redirected, stdout is the reply alone."""
     from specchat import checks
     from specchat.cli.run import run_once
+    from specchat.config import load_settings
     from specchat.decoding.sampling import SamplingParams
     from specchat.message.attach import read_attachment, with_files
     from specchat.session.loader import open_session
     from specchat.session.options import DecodeOptions, load_options
 
+    settings = load_settings()  # read once: the loading options, and whether the memory drafts
     load = load_options(  # a bad flag is one line before any file is read
         pair,
         target,
@@ -210,6 +212,7 @@ def run(
         draft_n_gpu_layers=draft_n_gpu_layers,
         extra_bufts=extra_bufts,
         verbose=verbose,
+        settings=settings,
     )
     attached = [read_attachment(path) for path in files or []]  # a bad file is one line before any model loads
     prompt = with_files(_prompt(prompt), attached)
@@ -260,11 +263,9 @@ def run(
     )
     session = open_session(load, decode)
     session.set_constraint(constraint)
-    from specchat.config import load_settings
-
     history = None if no_history else _history()
     # Only drafters that read the memory have it filled; memory = false in settings.toml: record only.
-    remember = drafter in READS_MEMORY and load_settings().memory
+    remember = drafter in READS_MEMORY and settings.memory
     raise typer.Exit(
         run_once(
             session,

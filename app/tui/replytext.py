@@ -1,21 +1,26 @@
 """A reply's spans as the chat shows them: cut into chunks (one widget
-each), drawn in the colours of who proposed each token, and, once the reply
-has ended, with its fenced code blocks set off from the prose.
+each), drawn in the colours of who proposed each token, its fenced code
+blocks set off from the prose and its Markdown marks drawn.
 
 A span is {text, kind, drafter}, as `specchat.display.spans` makes them.
-While a reply streams its text is drawn as it comes, blocks and all, in
-the colours of who proposed each token, the chunk being written growing by
-appending. Once it ends its code blocks take a background and their fence
-lines are dimmed; a block whose fence names a language Pygments knows
-(```python) is coloured by its syntax, in Textual's highlight theme (so it
-follows the chat's theme), and its tokens' provenance colours come back
-with the rejected drafts (ctrl+t). The prose keeps its provenance colours.
+While a reply streams, the chunk being written grows by appending, drawn
+as it comes in the colours of who proposed each token; once a chunk is
+done (the next one begins) it is drawn again whole: its code blocks on a
+background with their fence lines dimmed, a heading bold, **strong** bold
+with its marks dimmed, `code` on a lighter background (prose_ranges). The marks
+stay in the text, so what is read is what is copied. Once the reply ends,
+a block whose fence names a language Pygments knows (```python) is also
+coloured by its syntax, in Textual's highlight theme (so it follows the
+chat's theme), and its tokens' provenance colours come back with the
+rejected drafts (ctrl+t). The prose keeps its provenance colours.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import re
+from collections.abc import Sequence
 
 from textual.content import Content
 
@@ -26,6 +31,12 @@ CHUNK_CHARS = 240  # a reply is shown in chunks of about this size, split at new
 CODE_STYLE = "on $panel"  # a line of a fenced code block
 FENCE_STYLE = "dim on $panel"  # its fence lines (```python, ```)
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")  # a fence opens a line (CommonMark: up to 3 spaces in)
+SYNTAX_CACHED = 64  # replies whose syntax colours are kept (syntax_ranges)
+HEADING = re.compile(r" {0,3}#{1,6}(?: |$)")  # an ATX heading's line
+INLINE = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1|(`+)([^`\n]+?)\3")  # **strong**, __strong__, `code`
+HEADING_STYLE = STRONG_STYLE = "bold"
+MARK_STYLE = "dim"  # the ** around strong text
+INLINE_CODE_STYLE = "on $boost"  # not the blocks' $panel: a line of code is set off further
 
 
 def spans_content(spans: list[dict], show_rejected: bool) -> Content:
@@ -89,12 +100,14 @@ def code_lines(text: str) -> list[tuple[int, int, str]]:
     return [(start, end, FENCE_STYLE if fence else CODE_STYLE) for start, end, fence, _ in _block_lines(text)]
 
 
-def syntax_ranges(text: str) -> list[tuple[int, int, str]]:
+@functools.lru_cache(maxsize=SYNTAX_CACHED)
+def syntax_ranges(text: str) -> tuple[tuple[int, int, str], ...]:
     """The syntax colours of text's code blocks whose opening fence names a
     language Pygments knows, as (start, end, style) in order: a token's
     style in Textual's HighlightTheme ($text-accent for a keyword, ...),
     "$text" for one it leaves plain. Offsets are the text's own (tabs are
-    not expanded)."""
+    not expanded). A reply is drawn again on every resize and ctrl+t: the
+    last SYNTAX_CACHED texts' colours are kept, not lexed again."""
     blocks: dict[int, list[tuple[int, int]]] = {}
     for start, end, fence, block in _block_lines(text):
         if not fence:
@@ -113,7 +126,7 @@ def syntax_ranges(text: str) -> list[tuple[int, int, str]]:
             if value:
                 out.append((pos, pos + len(value), _token_style(token)))
             pos += len(value)
-    return out
+    return tuple(out)
 
 
 def _block_lines(text: str) -> list[tuple[int, int, bool, int]]:
@@ -131,6 +144,29 @@ def _block_lines(text: str) -> list[tuple[int, int, bool, int]]:
             closes = found is not None and found.group(1).startswith(fence) and not line[found.end() :].strip()
             out.append((start, end, closes, block))
             fence = "" if closes else fence
+        start += len(line) + 1
+    return out
+
+
+def prose_ranges(text: str) -> list[tuple[int, int, str]]:
+    """Markdown's marks in text outside its fenced blocks, as (start, end,
+    style) in order: a heading's line in HEADING_STYLE, strong text in
+    STRONG_STYLE with its ** in MARK_STYLE, inline `code` in
+    INLINE_CODE_STYLE. Offsets are the text's own; nothing is taken out."""
+    in_blocks = {start for start, _, _, _ in _block_lines(text)}
+    out: list[tuple[int, int, str]] = []
+    start = 0
+    for line in text.split("\n"):
+        if start not in in_blocks and HEADING.match(line):
+            out.append((start, start + len(line), HEADING_STYLE))
+        elif start not in in_blocks:
+            for m in INLINE.finditer(line):
+                a, b = start + m.start(), start + m.end()
+                if m.group(1):
+                    w = len(m.group(1))
+                    out += [(a, a + w, MARK_STYLE), (a + w, b - w, STRONG_STYLE), (b - w, b, MARK_STYLE)]
+                else:
+                    out.append((a, b, INLINE_CODE_STYLE))
         start += len(line) + 1
     return out
 
@@ -162,10 +198,13 @@ def _token_style(token) -> str:
 
 def ended_contents(chunks: list[list[dict]], text: str, show_rejected: bool, first: int = 0) -> list[Content]:
     """The chunks from `first` on, each as spans_content draws it, with the
-    code blocks of the reply (its text, whose chunks they are) set off, and
-    coloured by their syntax unless `show_rejected` asks for the drafts."""
+    code blocks of the reply (its text, whose chunks they are) set off and
+    its Markdown marks drawn, the blocks coloured by their syntax unless
+    `show_rejected` asks for the drafts. A streaming reply's done chunks are
+    drawn so too, with their drafts (text is then the reply so far)."""
     lines = _layer(code_lines(text))
-    layers = [lines] if show_rejected else [lines, _layer(syntax_ranges(text))]
+    syntax = _layer(() if show_rejected else syntax_ranges(text))
+    layers = [lines, syntax, _layer(prose_ranges(text))]
     out, offset = [], 0
     for chunk in chunks[:first]:  # drawn already: only where the next one starts
         offset += len(reply_text(chunk)) + 1
@@ -179,18 +218,18 @@ def ended_contents(chunks: list[list[dict]], text: str, show_rejected: bool, fir
                     inside = i < len(lines[0]) and lines[0][i][0] <= offset
                     content = content.append_text(shown_text(s), _styles(own, lines[0][i][2] if inside else ""))
                 continue
-            for piece, (line, syntax, *_) in _pieces(s["text"], offset, layers):
-                content = content.append_text(shown_text({**s, "text": piece}), _styles(syntax or own, line))
+            for piece, (line, colour, mark, _) in _pieces(s["text"], offset, layers):
+                content = content.append_text(shown_text({**s, "text": piece}), _styles(colour or own, line, mark))
             offset += len(s["text"])
         out.append(content)
         offset += 1  # the separator between two chunks
     return out
 
 
-Layer = tuple[list[tuple[int, int, str]], list[int]]  # ranges in order, and their ends
+Layer = tuple[Sequence[tuple[int, int, str]], list[int]]  # ranges in order, and their ends
 
 
-def _layer(ranges: list[tuple[int, int, str]]) -> Layer:
+def _layer(ranges: Sequence[tuple[int, int, str]]) -> Layer:
     return ranges, [end for _, end, _ in ranges]
 
 

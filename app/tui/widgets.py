@@ -225,10 +225,11 @@ class AssistantMessage(Vertical):
         self._live = contents[-1]
 
     def _contents(self, first: int = 0) -> list[Content]:
-        """The chunks from `first` on, as drawn: once the reply has ended, with
-        its code blocks set off (replytext.ended_contents)."""
+        """The chunks from `first` on, as drawn (replytext.ended_contents):
+        while the reply streams, the last one as it came."""
         if self.stats is None:
-            return [spans_content(chunk, self.shows_rejected) for chunk in self.chunks[first:]]
+            done = ended_contents(self.chunks[:-1], self.text, True, first) if first < len(self.chunks) - 1 else []
+            return [*done, spans_content(self.chunks[-1], True)]
         return ended_contents(self.chunks, self.text, self.shows_rejected, first)
 
     async def toggle_markdown(self) -> None:
