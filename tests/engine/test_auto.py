@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specchat.decoding.costmodel import PRIOR_SLOPE, CostModel
+from specchat.drafters import auto as auto_module
 from specchat.drafters.auto import EXPLORE_EVERY, WHOLE_PRIOR, Acceptance, AutoDrafter, CopyRate
 from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
@@ -221,6 +222,36 @@ def test_auto_lengthens_n_gram_drafts_while_a_copy_keeps_agreeing():
         a.observe(new)
         copied += len(new)
     assert 0 < lengths[0] < lengths[1] < lengths[2]  # each success earns a longer draft
+
+
+def restating(a: AutoDrafter, prompt: list[int], reply: list[int], k: int = 32) -> tuple[float, list[tuple[int, int]]]:
+    """auto writing `reply` after `prompt`, the target agreeing with a draft up to the reply's next token:
+    the verifies' cost in CPU steps, and each draft's (length, accepted)."""
+    a.begin(prompt)
+    pos, steps, drafts = 0, 0.0, []
+    while pos < len(reply) - k - 1:
+        draft = a.propose(prompt + reply[:pos], k)
+        n = next((i for i, t in enumerate(draft.tokens) if t != reply[pos + i]), len(draft.tokens))
+        a.settle(draft, n)
+        a.observe(reply[pos : pos + n + 1])
+        pos += n + 1
+        steps += CPU(len(draft.tokens) + 1) / CPU(1)
+        drafts += [(len(draft.tokens), n)] if draft.tokens else []
+    return steps / pos, drafts
+
+
+def test_copies_that_part_every_few_words_stop_the_drafting_sooner_than_each_length_alone(monkeypatch):
+    """A reply that says the earlier one again with a new word in every nine
+    ("I don't have personal opinions" again, then "preferences"): each miss
+    comes at another match length, and each length's rate learns only its
+    own. The trust in copies learns from the first misses at every length."""
+    text = list(range(10, 200))
+    reply = [t if i % 9 != 8 else 1000 + i for i, t in enumerate(text)]
+    trusting, drafts = restating(auto(CPU)[0], text + [1, 2], reply)
+    assert len(drafts) <= 3 and all(n < length for length, n in drafts)
+    monkeypatch.setattr(auto_module, "TRUST_RANGE", (1.0, 1.0))  # each copy rate on its own
+    alone, more = restating(auto(CPU)[0], text + [1, 2], reply)
+    assert len(more) > len(drafts) and trusting < alone
 
 
 def test_a_reply_that_copies_one_place_from_its_first_token_is_priced_as_a_whole_copy():
