@@ -122,17 +122,39 @@ def draft_rates(report: dict) -> dict[str, list[float]]:
 
 def load_replies(report: dict, s) -> list[dict]:
     """The report's off replies as (suite, prompt tokens, reply tokens), in
-    the bench's order, tokenized by session s."""
-    from specchat.bench.suites import load_suite
-
-    texts = {(name, p.id): p.text for name in report["suites"] for p in load_suite(name).prompts}
-    replies = []
+    the bench's order, tokenized by session s. A later turn of a
+    conversation is asked after the turns before it and off's replies to
+    them, as the bench asked it; its row reads "suite t2"."""
+    turns = report_prompts(report)
+    replies, said = [], {}
     for run in report["runs"]:
         if run["slot"] != "A":
             continue
-        replies.append({"suite": run["suite"], "prompt": s.prompt_for(texts[(run["suite"], run["prompt"])]),
+        key, turn = (run["suite"], run["prompt"]), run.get("turn") or 1
+        said[(*key, turn)] = run["text"]
+        history = [m for t in range(1, turn) for m in ({"role": "user", "content": turns[key][t - 1]},
+                                                       {"role": "assistant", "content": said[(*key, t)]})]
+        row = run["suite"] + (f" t{turn}" if len(turns[key]) > 1 else "")
+        replies.append({"suite": run["suite"], "row": row, "prompt": s.prompt_for(turns[key][turn - 1], history),
                         "reply": s.target.tokenize(run["text"], special=False)})
     return replies
+
+
+def report_prompts(report: dict) -> dict[tuple[str, str], tuple[str, ...]]:
+    """Each prompt's turns by (suite, id): a suite of the repository's, or
+    a public set's category (the set as the bench fetched and cached it)."""
+    from specchat.bench import public
+    from specchat.bench.suites import load_suite
+
+    out, sets = {}, {}
+    for name in report["suites"]:
+        dataset = name.split("/")[0]
+        if dataset in public.DATASETS:
+            found = sets.setdefault(dataset, public.suites(dataset))
+        else:
+            found = [load_suite(name)]
+        out.update({(suite.name, p.id): p.turns for suite in found if suite.name == name for p in suite.prompts})
+    return out
 
 
 # --- the replay ----------------------------------------------------------------------------------
@@ -144,22 +166,22 @@ def agreement(draft: list[int], reply: list[int], pos: int) -> int:
 
 
 def replay(replies: list[dict], costs: Costs, policy: "Policy") -> dict[str, float]:
-    """Speedup per suite: plain decoding time over the policy's time."""
+    """Speedup per row (a suite, or a suite's turn): plain decoding time over the policy's time."""
     plain, spent = defaultdict(float), defaultdict(float)
     for r in replies:
-        suite, context, reply, pos = r["suite"], list(r["prompt"]), r["reply"], 0
+        suite, row, context, reply, pos = r["suite"], r.get("row", r["suite"]), list(r["prompt"]), r["reply"], 0
         policy.begin(context, suite)
         while pos < len(reply):
             draft = policy.propose(context, reply, pos)[: len(reply) - pos - 1]
             n = agreement(draft, reply, pos)
             policy.settle(n)
             new = reply[pos : pos + n + 1]
-            spent[suite] += costs.step(len(draft) + 1) + policy.drafting_cost(len(draft), n)
+            spent[row] += costs.step(len(draft) + 1) + policy.drafting_cost(len(draft), n)
             context += new
             pos += len(new)
             policy.observe(new)
-        plain[suite] += len(reply) * costs.step(1)
-    return {suite: plain[suite] / spent[suite] for suite in plain}
+        plain[row] += len(reply) * costs.step(1)
+    return {row: plain[row] / spent[row] for row in plain}
 
 
 class SimulatedDraftModel(DraftModelDrafter):
@@ -331,10 +353,11 @@ def agreement_rates(replies: list[dict], k: int) -> dict[int, float]:
 
 
 def table(replies: list[dict], costs: Costs, rates: dict[str, list[float]], k: int, draft_k: int) -> dict:
+    # A bench that ran no draft model (its rates unknown) replays no draft-model row, and auto without one.
     rows = {
         f"ngram k={k}": replay(replies, costs, Ngram(costs, k)),
-        f"draft k={draft_k}": replay(replies, costs, DraftModel(costs, draft_k, rates)),
-        f"auto k≤{k}": replay(replies, costs, Auto(costs, k, rates)),
+        **({f"draft k={draft_k}": replay(replies, costs, DraftModel(costs, draft_k, rates))} if rates else {}),
+        f"auto k≤{k}": replay(replies, costs, Auto(costs, k, rates or None)),
         "ngram ceiling": replay(replies, costs, Ceiling(costs, k, agreement_rates(replies, k))),
         "ngram oracle": replay(replies, costs, Oracle(costs, k)),
     }
@@ -366,14 +389,16 @@ def main() -> int:
     finally:
         session.close()
     suites = list(next(iter(rows.values())))
+    width = max(10, *(len(x) for x in suites))
     print(f"replay of {len(replies)} replies from {args.report} on {costs.label}:")
+    steps = costs.draft_step.values() if isinstance(costs.draft_step, dict) else [costs.draft_step]
+    drafting = f"; a draft-model step {min(steps) * 1e3:.2f} ms or more" if steps else "; no draft model ran"
     print(f"  a plain step {costs.step(1) * 1e3:.2f} ms; {args.k + 1} positions {costs.step(args.k + 1) * 1e3:.2f} ms "
-          f"({costs.step(args.k + 1) / costs.step(1):.2f} steps); a draft-model step "
-          f"{min(costs.draft(s) for s in suites) * 1e3:.2f} ms or more")
-    print(f"{'speedup':>14} " + " ".join(f"{s:>10}" for s in suites))
-    print(f"{'off':>14} " + " ".join(f"{1.0:>9.2f}×" for s in suites))
+          f"({costs.step(args.k + 1) / costs.step(1):.2f} steps){drafting}")
+    print(f"{'speedup':>14} " + " ".join(f"{s:>{width}}" for s in suites))
+    print(f"{'off':>14} " + " ".join(f"{1.0:>{width - 1}.2f}×" for s in suites))
     for name, row in rows.items():
-        print(f"{name:>14} " + " ".join(f"{row[s]:>9.2f}×" for s in suites))
+        print(f"{name:>14} " + " ".join(f"{row[s]:>{width - 1}.2f}×" for s in suites))
     return 0
 
 

@@ -66,7 +66,8 @@ class ChatLog(VerticalScroll):
         return replies.last() if replies else None
 
     def shown(self) -> list[tuple[str, str]]:
-        """The messages on screen, oldest first: ("you" | "reply", the text); a stored message that could not be read is left out."""
+        """The messages on screen, oldest first: ("you" | "reply", the text).
+        A stored message that could not be read is left out."""
         return [
             ("you" if isinstance(w, UserMessage) else "reply", w.text)
             for w in self.children

@@ -1,7 +1,7 @@
 """What the chat screen's parts (tui/branching.py's Branches, tui/knobs.py's
-Knobs, tui/files.py's FileKeys, tui/copying.py's CopyKeys) use of the screen: ChatScreen has it all.
-One Protocol for them all, so that a part needs no import of the screen
-that holds it."""
+Knobs, tui/files.py's FileKeys, tui/copying.py's CopyKeys) use of the
+screen: ChatScreen has it all. One Protocol for them all, so that a part
+needs no import of the screen that holds it."""
 
 from __future__ import annotations
 
