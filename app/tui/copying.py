@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from specchat.tui.view import ChatView
 
 COPIED = "copied.txt"  # in the data folder: what F6 or F7 copied last, sure to be there
+LINE_CHARS = 60  # of a message's first line in the list: a row of the dialog, with its number and length
 COPY_TITLE = "Copy a message  (enter: the message · c: its code blocks · esc)"
 
 
@@ -76,9 +77,8 @@ def copy_option(i: int, who: str, text: str) -> Option:
     """One message as a line of the list: its number, who, its first line and its length (as data, never markup)."""
     lines = text.count("\n") + 1
     first = first_line(text) or "(code or files only)"
-    return Option(
-        Content(safe_text(f"{i + 1:>3} {who:>5}: {first[:90]}  · {lines} line{'s' * (lines != 1)}")), id=str(i)
-    )
+    first = first if len(first) <= LINE_CHARS else first[: LINE_CHARS - 1] + "…"
+    return Option(Content(safe_text(f"{i + 1:>3} {who:>5}: {first}  · {lines} line{'s' * (lines != 1)}")), id=str(i))
 
 
 class CopyKeys:

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specchat import paths
-from specchat.tui.copying import CopyScreen, copy_option, last_reply
+from specchat.tui.copying import LINE_CHARS, CopyScreen, copy_option, last_reply
 from specchat.tui.widgets import AssistantMessage
 from tests.support.tui import make_app, ready, send, wait_until
 
@@ -63,3 +63,4 @@ def test_a_line_of_the_list_is_one_line_of_plain_text(i, who, text):
     """Any message, control characters and markup included, is one line of data."""
     line = str(copy_option(i, who, text).prompt)
     assert "\n" not in line and "\x1b" not in line and line.startswith(f"{i + 1:>3} {who:>5}: ")
+    assert len(line) <= 11 + LINE_CHARS + len("  · 99999 lines")  # one row of the dialog
