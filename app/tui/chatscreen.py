@@ -118,7 +118,7 @@ class ChatScreen(Screen):
         file first, one that starts with "/schema FILE" (or "/schema off")
         binds it first and sends the rest once it is bound."""
         if self.chat.session is None:
-            self.notify("no model loaded yet", severity="warning")
+            self.notify("the model is still loading: your message stays here, Enter sends it once it has loaded")
             return
         if (knob := knob_command(msg.text)) is not None:  # /system, /temp, /top-p: from the next reply
             self.query_one(PromptInput).clear()

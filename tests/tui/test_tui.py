@@ -14,7 +14,7 @@ import pytest
 from specchat.config import Settings
 from specchat.session.chat import ChatSession
 from specchat.tui.panels import StatusBar
-from specchat.tui.widgets import AssistantMessage, ReplyBody, ReplyChunk, StatsLine
+from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, ReplyChunk, StatsLine
 from tests.support.fake_model import FakeModel
 from tests.support.tui import (
     DARK,
@@ -333,3 +333,32 @@ async def test_a_rejected_line_end_keeps_the_code_on_its_line(tmp_path):
         assert [line for line in lines if line] == ["squares = [x * x⏎    for for x in xs]"]
         struck = rendered_by_colour(reply.query_one(ReplyBody))[(DARK["rejected"], True)]
         assert struck == "⏎for"  # whitespace squashed: the line end and the word, struck through
+
+
+async def test_enter_while_the_model_loads_keeps_the_message_and_says_so(tmp_path):
+    """A message sent before the pair has loaded is not sent and not lost:
+    it stays in the prompt, one line says why, and Enter sends it once loaded."""
+
+    class Slow(FakeModels):
+        def __init__(self) -> None:
+            super().__init__()
+            self.go = threading.Event()
+
+        def open(self, *args) -> ChatSession:
+            self.go.wait(30)
+            return super().open(*args)
+
+    models = Slow()
+    app = make_app(tmp_path, models=models)
+    async with app.run_test(size=(120, 40)) as pilot:
+        prompt = app.query_one(PromptInput)
+        prompt.text = "hello"
+        prompt.focus()
+        await pilot.press("enter")
+        assert app.chat.session is None and prompt.text == "hello" and not app.query(AssistantMessage)
+        assert [n.message for n in app._notifications][-1] == (
+            "the model is still loading: your message stays here, Enter sends it once it has loaded")
+        models.go.set()
+        await ready(pilot)
+        reply = await send(pilot, "hello")
+        assert reply.text and prompt.text == ""
