@@ -38,10 +38,11 @@ WEAK_MATCH = 3  # a token match shorter than this: the n-gram drafter's text cop
 LINE_PRIOR = 0.9  # a text copy from a line's start that matched one sentence's start
 WHOLE_REPLY = 8  # a reply copied from one place since its first token, this long or longer,
 WHOLE_PRIOR = 0.97  # is priced on a rate of its own: a function or a file returned whole goes on
-TRUST_WEIGHT = (
-    0.5  # CopyTrust's prior, misses expected and seen: a first miss where few were expected more than doubles the next
-)
-TRUST_RANGE = (1.0, 10.0)  # the factor on a copy's miss rate stays within these (distrust only: see CopyTrust)
+# CopyTrust starts from this many misses expected and seen, so a reply's
+# first miss where few were expected more than doubles the next copy's
+# chance of a miss; the factor stays within TRUST_RANGE (never below 1).
+TRUST_WEIGHT = 0.5
+TRUST_RANGE = (1.0, 10.0)
 # A draft is taken only where it beats a plain step by this much: a plain
 # step's price is known, a draft's rests on an estimate (at first, a prior),
 # and on a short reply one wrong guess costs more than the reply can win back.
