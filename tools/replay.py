@@ -8,6 +8,8 @@ as a replay, never a measurement.
         --target target --draft draft             # the default pair's shapes on an H200
     python tools/replay.py --costs docs/measurements/h200-curves-2026-11-30.json \\
         --target big --draft draft                # a 7B target with the 0.5B draft
+    python tools/replay.py docs/measurements/bench-2026-12-07-amd-mt-bench.json --k 64
+                                                  # MT-Bench's conversations, turn by turn
 
 Greedy replies do not depend on the drafter, so every draft can be judged
 against the reply the bench recorded: a draft is accepted up to its first
@@ -39,7 +41,9 @@ Policies, as speedups over plain decoding:
 
 On the 7B + 0.5B pair the acceptance is the 1.5B's (the bench ran the
 default pair): a 7B target agrees with the 0.5B less often, so read that
-row as an upper bound. Replies are re-tokenized from their text, so a few
+row as an upper bound. A bench of conversations (a public set's, or a
+suite with turns) replays each turn after the turns before it and off's
+replies to them, as the bench asked it, each turn a row ("… t2"). Replies are re-tokenized from their text, so a few
 may differ slightly from the tokens the bench decoded.
 """
 
