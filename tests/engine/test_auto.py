@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specchat.decoding.costmodel import PRIOR_SLOPE, CostModel
 from specchat.drafters import auto as auto_module
-from specchat.drafters.auto import EXPLORE_EVERY, WHOLE_PRIOR, Acceptance, AutoDrafter, CopyRate
+from specchat.drafters.auto import (
+    EXPLORE_EVERY,
+    TRUST_RANGE,
+    WHOLE_PRIOR,
+    Acceptance,
+    AutoDrafter,
+    CopyRate,
+    CopyTrust,
+)
 from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
 from specchat.drafters.ngram import NgramDrafter
@@ -415,3 +425,17 @@ def test_before_a_curve_is_measured_a_whole_copy_is_priced_by_the_prior():
     assert costs.step(positions) == pytest.approx(0.6)
     short = prompt + text[:3]  # a short match: no draft pays on the prior
     assert not a.propose(short, 32).tokens
+
+
+@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(1, 64), st.integers(0, 64)), max_size=40),
+       st.floats(0.0, 1.0), st.integers(1, 64))  # fmt: skip
+def test_the_copy_trust_only_ever_makes_a_copy_dearer(updates, rate, n):
+    """Whatever the copies did, the factor stays within TRUST_RANGE, never
+    below 1, and a copy priced with it expects no more tokens than without."""
+    trust = CopyTrust()
+    for priced, drafted, accepted in updates:
+        trust.update(priced, drafted, min(accepted, drafted))
+        assert TRUST_RANGE[0] <= trust.factor() <= TRUST_RANGE[1] and trust.factor() >= 1.0
+    acc = CopyRate(prior=rate)
+    with_trust, alone = acc.expected_tokens(n, 0.0, trust.factor()), acc.expected_tokens(n)
+    assert all(a <= b + 1e-12 for a, b in zip(with_trust, alone)) and with_trust[0] == 1.0
