@@ -76,9 +76,9 @@ class CopyScreen(ModalScreen[tuple[int, str] | None]):
 def copy_option(i: int, who: str, text: str) -> Option:
     """One message as a line of the list: its number, who, its first line and its length (as data, never markup)."""
     lines = text.count("\n") + 1
-    first = first_line(text) or ("(code or files only)" if text.strip() else "(empty)")
-    first = first if len(first) <= LINE_CHARS else first[: LINE_CHARS - 1] + "…"
-    return Option(Content(safe_text(f"{i + 1:>3} {who:>5}: {first}  · {lines} line{'s' * (lines != 1)}")), id=str(i))
+    first = safe_text(first_line(text)) or ("(code or files only)" if text.strip() else "(empty)")
+    first = first if len(first) <= LINE_CHARS else first[: LINE_CHARS - 1] + "…"  # cut as drawn: <U+009B> is 8
+    return Option(Content(f"{i + 1:>3} {who:>5}: {first}  · {lines} line{'s' * (lines != 1)}"), id=str(i))
 
 
 class CopyKeys:

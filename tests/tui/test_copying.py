@@ -4,7 +4,7 @@ real engine with the fake model; what a line of the copy list shows."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from specchat import paths
@@ -58,7 +58,9 @@ def test_the_last_reply_is_the_last_of_the_replies(messages):
     assert last_reply(messages) == (replies[-1] if replies else None)
 
 
-@given(st.integers(0, 999), st.sampled_from(["you", "reply"]), st.text())
+@given(st.integers(0, 999), st.sampled_from(["you", "reply"]),
+       st.text() | st.lists(st.sampled_from(["\x9b", "\x1b", "a", " ", "[b]"]), max_size=90).map("".join))  # fmt: skip
+@example(0, "you", "\x9b" * 70)  # a C1 control is drawn as <U+009B>: eight columns
 def test_a_line_of_the_list_is_one_line_of_plain_text(i, who, text):
     """Any message, control characters and markup included, is one line of data."""
     line = str(copy_option(i, who, text).prompt)
