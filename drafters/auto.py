@@ -168,7 +168,6 @@ class AutoDrafter(Drafter):
         self.k_hint = 16  # the k of the last proposal (begin has none)
         self.reply_start = 0  # where this turn's reply starts in the context
         self._last: Acceptance | None = None
-        self._last_rate = 0.0  # the rate a copy was priced at, for the trust
 
     # --- keeping the inner drafters in sync -------------------------------------------
 
@@ -298,17 +297,16 @@ class AutoDrafter(Drafter):
 
     def _decide(self, choice: str, acc: Acceptance | None, draft: Draft) -> Draft:
         self.choice, self._last = choice, acc
-        self._last_rate = acc.rate(0) if acc is not None else 0.0
         kind = choice.split()[0]
         self.chosen[kind] = self.chosen.get(kind, 0) + 1
         return draft
 
     def settle(self, draft: Draft, n_accepted: int) -> None:
         super().settle(draft, n_accepted)
+        if isinstance(self._last, CopyRate) and len(draft):  # at the rate it was priced at, before it learns
+            self.trust.update(self._last.rate(0), len(draft), n_accepted)
         if self._last is not None:
             self._last.update(len(draft), n_accepted)
-        if isinstance(self._last, CopyRate) and len(draft):
-            self.trust.update(self._last_rate, len(draft), n_accepted)
 
     def close(self) -> None:
         if self.model is not None:
