@@ -107,10 +107,16 @@ def check_name(name: str) -> None:
             raise SpecchatError(f"the name {name!r} is not UTF-8", hint="rename the file (or attach a copy)", code=2)
 
 
+def holds_nul(data: bytes) -> bool:
+    """Whether a file's bytes say it is binary: a NUL, which text never holds.
+    Attaching refuses such a file, and the `@` picker leaves it out."""
+    return b"\0" in data
+
+
 def text_of(name: str, data: bytes) -> str:
     """A file's bytes as the message holds them: UTF-8 without its byte
     order mark, every line end (CR LF, a lone CR) a newline."""
-    if b"\0" in data:
+    if holds_nul(data):
         raise SpecchatError(f"{name} is not text (it holds NUL bytes)", hint=HINT, code=2)
     try:
         text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")

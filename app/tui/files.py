@@ -42,7 +42,7 @@ from textual.worker import get_current_worker
 
 from specchat.checks import blank
 from specchat.errors import SpecchatError
-from specchat.message.attach import Attachment, file_prefix
+from specchat.message.attach import Attachment, file_prefix, holds_nul
 from specchat.message.rewrite import find_rewrite
 from specchat.textsafe import safe_text
 from specchat.tui.copying import last_reply
@@ -95,7 +95,7 @@ def is_binary(path: Path) -> bool:
     except OSError:
         return False  # listed: attaching it says what is wrong
     try:
-        return b"\0" in os.read(fd, SNIFF)
+        return holds_nul(os.read(fd, SNIFF))
     except OSError:
         return False
     finally:
