@@ -129,8 +129,11 @@ def syntax_ranges(text: str) -> tuple[tuple[int, int, str], ...]:
     return tuple(out)
 
 
-def _block_lines(text: str) -> list[tuple[int, int, bool, int]]:
-    """(start, end, is a fence line, the block's start) for every line of a fenced block."""
+@functools.lru_cache(maxsize=4)
+def _block_lines(text: str) -> tuple[tuple[int, int, bool, int], ...]:
+    """(start, end, is a fence line, the block's start) for every line of a
+    fenced block. Kept for the last few texts: drawing a reply asks for its
+    code lines, its Markdown marks and its syntax, each from these."""
     out: list[tuple[int, int, bool, int]] = []
     fence, start, block = "", 0, 0
     for line in text.split("\n"):
@@ -145,7 +148,7 @@ def _block_lines(text: str) -> list[tuple[int, int, bool, int]]:
             out.append((start, end, closes, block))
             fence = "" if closes else fence
         start += len(line) + 1
-    return out
+    return tuple(out)
 
 
 def prose_ranges(text: str) -> list[tuple[int, int, str]]:
