@@ -22,7 +22,8 @@ from specchat.tui.models import PairInfo
 from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, ReplyChunk
 from tests.support.fake_model import EOS, FakeModel
 
-DARK = {"accepted": "#4ec96b", "rejected": "#e0605e", "ngram": "#4ec96b", "model": "#3fb8c4", "fg": "#d8dbe2"}
+DARK = {"accepted": "#4ec96b", "rejected": "#e0605e", "ngram": "#4ec96b", "model": "#3fb8c4", "fg": "#d8dbe2",
+        "panel": "#272b34"}  # fmt: skip
 
 
 # --- fakes and helpers ---------------------------------------------------------------

@@ -25,9 +25,6 @@ from tests.support.tui import DARK, hexcolor, make_app, ready, segments
 
 pytestmark = pytest.mark.usefixtures("specchat_home")
 
-PANEL = "#272b34"  # specchat-dark's panel colour
-
-
 def styled(text: str) -> list[tuple[str, str]]:
     return [(text[a:b], style) for a, b, style in code_lines(text)]
 
@@ -147,12 +144,12 @@ async def test_an_ended_reply_sets_its_code_block_off(tmp_path):
         await app.query_one(ChatLog).mount(reply)
         reply.add_spans(spans)
         await pilot.pause()
-        assert not any(style.bgcolor and style.bgcolor.triplet.hex == PANEL
+        assert not any(style.bgcolor and style.bgcolor.triplet.hex == DARK["panel"]
                        for _, style in segments(reply.query_one(ReplyBody)))  # fmt: skip  # streaming: as it comes
         reply.end({"tokens": 20}, "eos")
         await pilot.pause()
         runs = [(text, style) for text, style in segments(reply.query_one(ReplyBody)) if text.strip()]
-        on_panel = "".join(t for t, s in runs if s.bgcolor is not None and s.bgcolor.triplet.hex == PANEL)
+        on_panel = "".join(t for t, s in runs if s.bgcolor is not None and s.bgcolor.triplet.hex == DARK["panel"])
         assert on_panel.replace(" ", "") == "```pythonsquares=[x*xforxinxs]```"
         code = [s for t, s in runs if t.strip() == "squares"]
         assert code and hexcolor(code[0]) not in (DARK["model"], DARK["fg"])  # coloured by its syntax...
@@ -161,7 +158,7 @@ async def test_an_ended_reply_sets_its_code_block_off(tmp_path):
         fences = [s for t, s in runs if t.startswith("```")]
         assert fences and all(hexcolor(s) != DARK["fg"] for s in fences)  # dim: Textual draws it fainter
         prose = [s for t, s in runs if "Like" in t or "Done" in t]
-        assert prose and all(s.bgcolor is None or s.bgcolor.triplet.hex != PANEL for s in prose)
+        assert prose and all(s.bgcolor is None or s.bgcolor.triplet.hex != DARK["panel"] for s in prose)
         assert reply.text == "".join(s["text"] for s in spans)  # what is copied: the reply, as it was
         reply.set_show_rejected(True)  # ctrl+t: the drafts, and who proposed each token
         await pilot.pause()

@@ -24,9 +24,6 @@ from tests.support.tui import DARK, hexcolor, make_app, ready, segments
 
 pytestmark = pytest.mark.usefixtures("specchat_home")
 
-PANEL = "#272b34"  # specchat-dark's panel colour
-
-
 def marked(text: str) -> list[tuple[str, str]]:
     return [(text[a:b], style) for a, b, style in prose_ranges(text)]
 
@@ -68,9 +65,9 @@ async def test_a_streaming_reply_draws_its_marks_once_a_chunk_is_done(tmp_path):
         key = [s for t, s in runs if t == "key"][0]
         assert hexcolor(key) == DARK["model"]  # bold, in the draft model's colour still
         assert [t for t, s in runs if t == "**"] and all(hexcolor(s) != DARK["model"] for t, s in runs if t == "**")
-        code = "".join(t for t, s in runs if s.bgcolor is not None and s.bgcolor.triplet.hex == PANEL)
+        code = "".join(t for t, s in runs if s.bgcolor is not None and s.bgcolor.triplet.hex == DARK["panel"])
         assert code.replace(" ", "") == "```make```"  # the block is set off while the reply streams
         inline = [s for t, s in runs if t == "`run`"]
-        assert inline and inline[0].bgcolor is not None and inline[0].bgcolor.triplet.hex != PANEL
+        assert inline and inline[0].bgcolor is not None and inline[0].bgcolor.triplet.hex != DARK["panel"]
         assert not [s for t, s in segments(live) if s.bold]  # the chunk being written: as it comes
         assert reply.text == "".join(s["text"] for s in spans)
