@@ -90,8 +90,10 @@ def main() -> int:
     for drafter, rounds in seen.items():
         medians = {k: round(statistics.median(v), 2) if (v := [x[k] for x in rounds if x[k] is not None]) else None
                    for k in ("ready", "first", "ended")}  # fmt: skip
-        print(f"{drafter}: median seconds to ready {medians['ready']}, to the first text {medians['first']}, "
-              f"to the stats line {medians['ended']}")
+        print(
+            f"{drafter}: median seconds to ready {medians['ready']}, to the first text {medians['first']}, "
+            f"to the stats line {medians['ended']}"
+        )
     return 0
 
 
