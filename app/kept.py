@@ -59,22 +59,25 @@ def read(path: Path, cap: int) -> bytes | None:
     """The bytes of the kept file at `path`: None where there is none, or
     where what is there is no regular file of at most `cap` bytes (said once)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        f = paths.open_regular(path)
     except FileNotFoundError:
         return None
     except OSError as err:
-        damaged(path, NOT_REGULAR if err.errno == errno.ELOOP else f"cannot be read ({err.strerror})")
+        damaged(
+            path,
+            NOT_REGULAR
+            if isinstance(err, paths.NotRegularFile) or err.errno == errno.ELOOP
+            else f"cannot be read ({err.strerror})",
+        )
         return None
     data = b""
-    try:
-        why = problem(os.fstat(fd), cap)
-        if why is None:
-            with open(fd, "rb", closefd=False) as f:
+    with f:
+        try:
+            why = problem(os.fstat(f.fileno()), cap)
+            if why is None:
                 data = f.read(cap + 1)
-    except OSError as err:
-        why = f"cannot be read ({err.strerror})"
-    finally:
-        os.close(fd)
+        except OSError as err:
+            why = f"cannot be read ({err.strerror})"
     if why is None and len(data) > cap:
         why = f"is over {cap:,} bytes"  # it grew while it was read
     if why is not None:

@@ -7,10 +7,12 @@ folder, which is how the tests isolate themselves.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 import platformdirs
 
@@ -42,6 +44,28 @@ def history_db() -> Path:
 
 def settings_file() -> Path:
     return config_dir() / "settings.toml"
+
+
+class NotRegularFile(OSError):
+    """What `open_regular` found is a FIFO, a device, a socket or a folder."""
+
+
+def open_regular(path: Path | str, *, follow_links: bool = False, buffering: int = -1) -> BinaryIO:
+    """`path` opened for reading where it is a regular file: the one way
+    specchat opens a file it did not just make. Opened without blocking, so
+    a FIFO or a device never hangs the open, and checked on the open file,
+    not on its name, so nothing can be swapped in between; never through a
+    link unless `follow_links`. NotRegularFile where it is no regular file,
+    another OSError where it cannot be opened (ELOOP: it is a link)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def write_atomic(path: Path, text: str) -> None:

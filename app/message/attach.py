@@ -23,7 +23,6 @@ import codecs
 import hashlib
 import os
 import re
-import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,12 +75,11 @@ def read_attachment(path: str) -> Attachment:
     try:
         if real.is_dir():
             raise SpecchatError(f"{path} is a folder, not a file", hint=HINT, code=2)
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # a named pipe would block a plain open forever
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise SpecchatError(f"{path} is not a regular file", hint=HINT, code=2)
+        with paths.open_regular(real) as f:  # a named pipe would block a plain open forever
+            st = os.fstat(f.fileno())
             data = f.read(MAX_BYTES + 1)
+    except paths.NotRegularFile:
+        raise SpecchatError(f"{path} is not a regular file", hint=HINT, code=2) from None
     except FileNotFoundError:
         raise SpecchatError(
             f"no file {path}", hint="check the path (relative to the folder specchat runs in)", code=2

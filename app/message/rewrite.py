@@ -26,7 +26,6 @@ import difflib
 import hashlib
 import os
 import re
-import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,10 +105,9 @@ def current(f: Attachment) -> tuple[bytes, os.stat_result]:
     if os.path.realpath(f.path) != str(f.path):
         raise SpecchatError(f"{f.name} is no longer where it was attached ({f.path})", hint=again)
     try:
-        fd = os.open(f.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as file:
-            st = os.fstat(fd)
-            data = file.read(f.size + 1) if stat.S_ISREG(st.st_mode) else b""
+        with paths.open_regular(f.path) as file:
+            st = os.fstat(file.fileno())
+            data = file.read(f.size + 1)
     except OSError as err:
         raise SpecchatError(f"cannot read {f.name} ({err.strerror or err})", hint=again) from None
     if (st.st_size, st.st_mtime_ns) != (f.size, f.mtime_ns) or hashlib.sha256(data).hexdigest() != f.digest:

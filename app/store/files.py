@@ -328,11 +328,7 @@ def clear_strays(f: ModelFile, root: Path | None = None) -> None:
 def _open_own(path: Path) -> BinaryIO:
     """Open a file the store made, for reading: never through a link, never
     waiting on a pipe (OSError otherwise)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    return os.fdopen(fd, "rb")
+    return paths.open_regular(path)
 
 
 def resumable_size(partial: Path) -> int:

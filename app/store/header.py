@@ -14,6 +14,8 @@ from typing import BinaryIO
 
 from gguf import GGML_QUANT_SIZES, GGUF_MAGIC, GGMLQuantizationType, GGUFValueType, Keys
 
+from specchat import paths
+
 _SCALAR = {
     GGUFValueType.UINT8: "B", GGUFValueType.INT8: "b",
     GGUFValueType.UINT16: "H", GGUFValueType.INT16: "h",
@@ -33,15 +35,10 @@ def open_gguf(path: Path | str, buffering: int = 1 << 20) -> BinaryIO:
     """A model file opened for reading its header: a regular file only (a
     FIFO named x.gguf would block a plain open forever), opened without
     blocking and checked before a byte is read; ValueError otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("it is not a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb", buffering=buffering)
-    except BaseException:
-        os.close(fd)
-        raise
+        return paths.open_regular(path, follow_links=True, buffering=buffering)
+    except paths.NotRegularFile:
+        raise ValueError("it is not a regular file") from None
 
 
 class HeaderReader:

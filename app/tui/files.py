@@ -44,6 +44,7 @@ from specchat.checks import blank
 from specchat.errors import SpecchatError
 from specchat.message.attach import Attachment, file_prefix, holds_nul
 from specchat.message.rewrite import find_rewrite
+from specchat.paths import open_regular
 from specchat.textsafe import safe_text
 from specchat.tui.copying import last_reply
 from specchat.tui.writeback import DiffScreen
@@ -88,18 +89,13 @@ def is_binary(path: Path) -> bool:
     refuses: the picker leaves it out. Opened without following a link or
     blocking; a FIFO, a device or a folder is never opened."""
     try:
-        st = os.lstat(path)
+        st = os.lstat(path)  # before any open: opening a FIFO would wake whoever waits to write to it
         if not stat.S_ISREG(st.st_mode) or not st.st_size:
             return False
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        with open_regular(path) as f:
+            return holds_nul(f.read(SNIFF))
     except OSError:
         return False  # listed: attaching it says what is wrong
-    try:
-        return holds_nul(os.read(fd, SNIFF))
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
 
 
 def size_label(path: Path) -> str:
