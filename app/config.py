@@ -51,7 +51,7 @@ class Settings:
     extra_bufts: str = "auto"  # llama.cpp's repacked/AMX CPU buffers: off on AMX CPUs, else probed (llamacpp.kernels)
     keymap: dict[str, str] = field(default_factory=dict)
     # Where each [keymap] entry sits ("PATH, line N"), so the chat's warning
-    # about an entry it cannot bind (tui/keys.py) names its line.
+    # about an entry it cannot bind (tui/chat/keys.py) names its line.
     keymap_where: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -145,7 +145,7 @@ def _from_dict(data: dict, text: str, path: Path) -> tuple[Settings, list[str]]:
 def _keymap(table: dict, text: str, path: Path, errors: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     """The [keymap] entries whose value is a string, and where each sits;
     every other entry is named by its line and left out, the rest kept.
-    Which ids and keys exist is the chat's to check (tui/keys.py)."""
+    Which ids and keys exist is the chat's to check (tui/chat/keys.py)."""
     keymap, where = {}, {}
     for name, keys in table.items():
         at = f"{path}, line {_keymap_line(text, name)}"

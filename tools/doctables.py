@@ -1,5 +1,5 @@
 """The tables in README.md and docs/ that are copies of something else,
-generated from it: the chat's keys (tui/keys.py's ACTIONS), the drafters
+generated from it: the chat's keys (tui/chat/keys.py's ACTIONS), the drafters
 (drafters' SPECS), the model pairs (the built-in catalog) and each
 measurement (its JSON under docs/measurements/).
 
@@ -114,7 +114,7 @@ def key(name: str) -> str:
 
 def keys_block() -> list[str]:
     """Every key of the chat, as ACTIONS binds it and the legend lists it."""
-    from specchat.tui.keys import ACTIONS, OTHER_KEYS
+    from specchat.tui.chat.keys import ACTIONS, OTHER_KEYS
 
     lines = ["| key | what it does |", "|---|---|"]
     lines += [f"| {' / '.join(map(key, a.keys.split(',')))} | {cell(a.help)} |" for a in ACTIONS]

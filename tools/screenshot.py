@@ -30,7 +30,7 @@ async def _reply_done(pilot) -> None:
 async def _drive(pilot, prompt: str, out: Path, stats_panel: bool, branch: bool = False) -> None:
     from textual.widgets import OptionList
 
-    from specchat.tui.widgets import PromptInput
+    from specchat.tui.chat.widgets import PromptInput
 
     app = pilot.app
     while app.chat.session is None:
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = load_settings()  # threads, ctx, system prompt as configured
     settings.theme = args.theme
-    from specchat.tui.models import Models
+    from specchat.tui.state.models import Models
 
     models = Models()
     pair = args.pair or models.default_pair()

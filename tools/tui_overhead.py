@@ -42,7 +42,7 @@ PROMPT = "Write a Python function that reverses a list, then explain it."  # thr
 
 def fake_factory(step: float, drafter: str, k: int, max_tokens: int):
     from specchat.session.chat import ChatSession
-    from specchat.session.options import DecodeOptions, LoadOptions
+    from specchat.session.options import DecodeOptions
     from tests.support.tui import long_model, noisy_draft
 
     return lambda: ChatSession(
@@ -94,7 +94,7 @@ async def ui_replies(session, prompt: str):
     from specchat.config import Settings
     from specchat.history.database import History
     from specchat.tui.app import SpecchatApp
-    from specchat.tui.widgets import AssistantMessage, PromptInput
+    from specchat.tui.chat.widgets import AssistantMessage, PromptInput
 
     class One:
         remembers_pair = True
@@ -187,7 +187,7 @@ def main() -> int:
                          "a second OpenMP team, and the app's worker sleeps at every barrier")
     args = ap.parse_args()
     if args.mode == "unfed":
-        from specchat.tui.stream import RoundFeed
+        from specchat.tui.chat.stream import RoundFeed
 
         RoundFeed.__call__ = lambda self, r: None
         RoundFeed.flush = lambda self, now=None: None

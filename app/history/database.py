@@ -10,7 +10,7 @@ sent, the reply when it ends: a crash or Ctrl-C mid-reply loses at most that
 reply. The database runs in WAL mode, so a killed process never leaves a
 half-written file. A statement waits at most BUSY_SECONDS for another
 process's lock; the chat writes on a thread of its own and tries again
-(tui/conversation.py), so a locked file never freezes it.
+(tui/state/conversation.py), so a locked file never freezes it.
 
 A history that cannot be used never stops the chat (`open_history`): a file
 that is not a history database is renamed aside and a fresh one started; a

@@ -1,6 +1,6 @@
 """The chat's slash commands, as the first word of a message: "/schema
 FILE rest" (decoding/schema.py reads FILE), "/file PATH rest" (attach.py), and "/system TEXT",
-"/temp X", "/top-p X" (tui/knobs.py)."""
+"/temp X", "/top-p X" (tui/parts/knobs.py)."""
 
 from __future__ import annotations
 

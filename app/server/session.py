@@ -13,9 +13,10 @@ is refused, not shown.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from contextlib import closing
 from dataclasses import dataclass, field, replace
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from specchat.decoding.sampling import SamplingParams
 from specchat.display import merge_spans
@@ -27,6 +28,10 @@ from specchat.server.client import SERVER_DRAFTER, ServerClient, StreamCut
 from specchat.server.counts import Chunk, ServerStats, Totals, _context, check_clock, clock_rate, server_stats
 from specchat.session.dialogue import Dialogue, SessionStatus
 from specchat.textsafe import safe_text
+
+if TYPE_CHECKING:
+    from specchat.decoding.costmodel import Measuring
+    from specchat.drafters.memory import Memory
 
 # Speculation off for one request, where the server takes per-request settings.
 SPECULATION_OFF = {"speculative.n_max": 0, "speculative.n_min": 0}
@@ -336,6 +341,25 @@ class ServerSession(Dialogue[ServerTurn]):
                 f"the baseline server at {other.url} speculates ({other.spec_types})",
                 hint="start it without -md and without --spec-type",
             )
+
+    # --- what a local pair measures and keeps: a server does neither -------------
+    # The chat asks every session the same; the server's costs and what it
+    # drafts from are its own, so these do nothing and `memory` is None.
+
+    memory: Memory | None = None
+    memory_owner: object = None
+
+    def on_measure(self, tell: Callable[[Measuring], None] | None) -> None:
+        """Nothing is measured here: a server prices its drafts itself."""
+
+    def measure_ahead(self, budget_s: float | None = None) -> str | None:
+        return None
+
+    def remember(self, replies: Iterable[tuple[object, str, str]], ticket: int | None = None) -> None:
+        """The chat's earlier replies stay here: a server drafts from its own."""
+
+    def set_memory(self, on: bool) -> None:
+        """A server has no memory of this user's replies to turn on or off."""
 
     def close(self) -> None:
         self.client.close()

@@ -60,7 +60,7 @@ def run_chat(options: ChatOptions) -> int:
     from specchat.store.pairs import known_pair
     from specchat.tui.app import SpecchatApp
     from specchat.tui.ending import Ending
-    from specchat.tui.models import Models, chat_models
+    from specchat.tui.state.models import Models, chat_models
 
     o = options
     loaded = read_settings()

@@ -23,16 +23,16 @@ from specchat.errors import SpecchatError
 from specchat.history.database import History
 from specchat.textsafe import safe_text
 from specchat.themes import BUILTIN, DEFAULT_THEME, LIGHT, SPEC_DEFAULTS, load_user_themes
-from specchat.tui.chatscreen import BindSchema, ChatScreen, Chosen, Shown
-from specchat.tui.controller import ChatController, Notice
-from specchat.tui.conversation import Conversation
+from specchat.tui.chat.chatscreen import BindSchema, ChatScreen, Chosen, Shown
+from specchat.tui.chat.keys import SpecchatCommands, checked_keymap, keymap_conflicts
+from specchat.tui.chat.panels import measuring_note
+from specchat.tui.chat.schemabind import SchemaBinder, SchemaBound
+from specchat.tui.chat.stream import Pacer
 from specchat.tui.ending import REPLY_WAITS, Ending
-from specchat.tui.keys import SpecchatCommands, checked_keymap, keymap_conflicts
-from specchat.tui.models import Session
-from specchat.tui.panels import measuring_note
-from specchat.tui.schemabind import SchemaBinder, SchemaBound
-from specchat.tui.screens import PairPicker, PullScreen
-from specchat.tui.stream import Pacer
+from specchat.tui.parts.screens import PairPicker, PullScreen
+from specchat.tui.state.controller import ChatController, Notice
+from specchat.tui.state.conversation import Conversation
+from specchat.tui.state.models import Session
 
 
 @dataclass
@@ -260,8 +260,6 @@ class SpecchatApp(App):
     # the teams hold more threads than there are cores, libgomp sleeps at every barrier.
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_session(self, pair: str, drafter: str, k: int | None) -> None:
-        from specchat.session.chat import ChatSession
-
         try:
             session = self.models.open(pair, drafter, k, self.settings)
         except SpecchatError as err:
@@ -270,12 +268,11 @@ class SpecchatApp(App):
         except Exception as err:  # a broken file, say: show it, keep the app
             self.post_message(SessionReady(None, f"{type(err).__name__}: {err}"))
             return
-        local = isinstance(session, ChatSession)
-        if local:  # the status bar says when auto's cost curve is measured
-            session.on_measure(lambda state: self.post_message(CurveMeasuring(state)))
+        # the status bar says when auto's cost curve is measured (a server measures none)
+        session.on_measure(lambda state: self.post_message(CurveMeasuring(state)))
         dropped = self.chat.carry_constraint(self.chat.session, session)
         self.post_message(SessionReady(session, dropped_constraint=dropped))
-        if local and self.is_running:  # measured now, while the user types, if it is missing or stale
+        if self.is_running:  # measured now, while the user types, if it is missing or stale
             session.measure_ahead()
 
     @on(SessionReady)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from specchat.tui.models import Session
+    from specchat.tui.state.models import Session
 
 # Seconds from a signal to the process's end at the latest. A lost
 # terminal (SIGHUP, or a hang-up on its input) leaves no one to wait for.

@@ -190,7 +190,7 @@ async def test_f4_shows_the_last_verdict_beside_its_pair(specchat_home):
 
     from specchat.config import Settings
     from specchat.tui.app import SpecchatApp
-    from specchat.tui.models import Models
+    from specchat.tui.state.models import Models
     from tests.support.tui import wait_until
 
     verdicts.save("smollm2-135m", "2026-12-01T10:00:00+0000", {"draft": "break-even (1.01×)", "ngram": "loses here"})

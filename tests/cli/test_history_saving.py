@@ -157,8 +157,8 @@ CHAT_ON_FAKES = """
 import sys
 sys.path[:0] = [{root!r}, {tests!r}]
 from tests.support.tui import FakeModels
-import specchat.tui.models
-specchat.tui.models.Models = lambda target, draft, extra_bufts: FakeModels(step_seconds=0.05, max_tokens=2000)
+import specchat.tui.state.models
+specchat.tui.state.models.Models = lambda target, draft, extra_bufts: FakeModels(step_seconds=0.05, max_tokens=2000)
 from specchat.cli.main import main
 sys.argv = ["specchat", "chat"]
 main()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from specchat import paths
 from specchat.cli.main import app
 from specchat.history.database import SCHEMA, History, Message
-from tests.support.tui import enter, make_app, ready, wait_until
+from tests.support.tui import make_app, ready, wait_until
 
 
 def stored(history: History) -> tuple[int, int]:

@@ -100,7 +100,7 @@ def test_run_json_names_the_backend_of_target_and_draft(tiny_pair):
 
 
 def test_the_stats_panel_names_where_each_model_runs():
-    from specchat.tui.panels import panel_text
+    from specchat.tui.chat.panels import panel_text
 
     gpu = placement(CUDA_LOG, 29)
     text = panel_text([], {"target": gpu, "draft": None}).plain
@@ -118,7 +118,7 @@ def test_baseline_samples_wait_for_warm_up_steps_only_where_the_model_runs_on_a_
 
 
 def test_the_stats_panel_says_how_much_of_the_decode_time_was_llama_cpps():
-    from specchat.tui.panels import panel_text
+    from specchat.tui.chat.panels import panel_text
 
     timed = {"t_decode": 2.0, "t_llama": 1.9, "t_verify": 1.95, "tokens": 10}
     assert "inside llama.cpp 95.0% · specchat 5.0%" in panel_text([timed]).plain
@@ -128,7 +128,7 @@ def test_the_stats_panel_says_how_much_of_the_decode_time_was_llama_cpps():
 
 
 def test_the_stats_panel_says_a_server_reports_no_time_split():
-    from specchat.tui.panels import panel_text
+    from specchat.tui.chat.panels import panel_text
 
     server = {"tokens": 40, "t_decode": 0.3, "alpha": 2.0, "drafted": 30, "accepted": 20}  # no t_draft, t_verify…
     text = panel_text([server]).plain

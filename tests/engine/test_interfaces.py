@@ -8,7 +8,7 @@ import pytest
 
 from specchat.config import Settings
 from specchat.engine.loop import TargetModel
-from specchat.tui.models import Models, ModelSource, ServerModels, Session
+from specchat.tui.state.models import Models, ModelSource, ServerModels, Session
 from tests.support.fake_model import FakeModel
 from tests.support.fakeserver import Hostile, good_docs
 from tests.support.tui import FakeModels, TinyPair

@@ -23,11 +23,11 @@ from specchat.history.database import History, Message
 from specchat.history.search import REBUILT
 from specchat.history.tree import tree_order
 from specchat.server.session import ServerSession
-from specchat.tui.branching import BranchScreen
-from specchat.tui.models import chat_models
-from specchat.tui.screens import HistoryScreen, TextPrompt, conversation_line
+from specchat.tui.parts.branching import BranchScreen
+from specchat.tui.parts.screens import HistoryScreen, TextPrompt, conversation_line
+from specchat.tui.state.models import chat_models
 from tests.support.fakeserver import good_docs
-from tests.support.hostile import cli, err_lines, specchat
+from tests.support.hostile import err_lines, specchat
 from tests.support.tui import make_app, notices, ready, saved, send, wait_until
 
 CANNOT = "the search index is damaged and cannot be rebuilt"

@@ -19,7 +19,7 @@ import pytest
 from specchat.config import Settings
 from specchat.history.database import History, Message, to_markdown
 from specchat.themes import load_user_themes
-from specchat.tui.widgets import AssistantMessage, ReplyBody, UserMessage
+from specchat.tui.chat.widgets import AssistantMessage, ReplyBody, UserMessage
 from tests.support.tui import make_app, ready, segments, send, wait_until
 
 MARK = "this message could not be read: "

@@ -24,7 +24,7 @@ from textual import events
 from specchat.config import Settings
 from specchat.decoding.schema import load_schema, schema_spec
 from specchat.errors import SpecchatError
-from specchat.tui.widgets import AssistantMessage, PromptInput, UserMessage
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput, UserMessage
 from tests.support.cli import specchat
 from tests.support.tui import TinyPair, enter, make_app, notices, ready, wait_until
 

@@ -258,8 +258,8 @@ READ = (
 
 def reply_once(url: str):
     """The whole client on one server: probe, a streamed reply, its baseline, its stats line."""
-    from specchat.display import stats_fields
     from specchat.cli.run_server import as_json
+    from specchat.display import stats_fields
     from specchat.server.session import ServerSession
     from specchat.textsafe import safe_json
 
@@ -444,8 +444,8 @@ def test_a_stalled_stream_is_cancelled_within_a_second_and_the_server_is_let_go(
 @pytest.mark.usefixtures("specchat_home")
 async def test_esc_stops_a_stalled_stream_in_the_chat_within_a_second(tmp_path, serve):
     from specchat.config import Settings
-    from specchat.tui.models import chat_models
-    from specchat.tui.widgets import AssistantMessage, PromptInput, StatsLine
+    from specchat.tui.chat.widgets import AssistantMessage, PromptInput, StatsLine
+    from specchat.tui.state.models import chat_models
     from tests.support.tui import make_app, ready, wait_until
 
     stall = Stall()
@@ -475,7 +475,7 @@ async def test_esc_stops_a_stalled_stream_in_the_chat_within_a_second(tmp_path, 
 QUIT_WHILE_STALLED = """
 import sys, time
 from specchat.tui.app import SpecchatApp
-from specchat.tui.widgets import PromptInput
+from specchat.tui.chat.widgets import PromptInput
 
 mounted = SpecchatApp.on_mount
 

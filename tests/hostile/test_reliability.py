@@ -20,7 +20,7 @@ from specchat.decoding.stats import Round
 from specchat.history.database import Conversation, Message, to_markdown
 from specchat.store.catalog import load_catalog
 from specchat.themes import load_user_themes
-from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, UserMessage
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, UserMessage
 from tests.support.hostile import ESCAPES, SHOWN, chat_headless, cli, err_lines, no_controls, put, read_only, specchat
 
 # --- markup is never parsed -------------------------------------------------------------

@@ -35,14 +35,14 @@ CHAT = """
 import sys, time
 sys.path[:0] = [{root!r}]
 from tests.support.tui import FakeModels
-import specchat.tui.models
+import specchat.tui.state.models
 
 class Models(FakeModels):
     def open(self, *args):
         time.sleep({load_s})  # a model loading: llama.cpp cannot be stopped halfway
         return super().open(*args)
 
-specchat.tui.models.Models = lambda target, draft, extra_bufts: Models(step_seconds={step_s}, max_tokens=2000)
+specchat.tui.state.models.Models = lambda target, draft, extra_bufts: Models(step_seconds={step_s}, max_tokens=2000)
 from specchat.cli.main import main
 sys.argv = ["specchat", "chat"]
 main()

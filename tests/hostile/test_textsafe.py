@@ -21,9 +21,9 @@ from specchat.decoding.stats import Round
 from specchat.history.database import Conversation, Message, to_markdown
 from specchat.textsafe import safe_json, safe_text
 from specchat.tui.app import SpecchatApp
-from specchat.tui.screens import conversation_line
-from specchat.tui.replytext import spans_content
-from specchat.tui.widgets import UserMessage, stats_content
+from specchat.tui.chat.replytext import spans_content
+from specchat.tui.chat.widgets import UserMessage, stats_content
+from specchat.tui.parts.screens import conversation_line
 
 # Text that tries hard: markup, escape sequences, C1 controls, lone surrogates.
 NASTY = st.sampled_from(["[/]", "[@click=app.quit]x[/]", "[b]", "arr[i]", "\x1b]0;PWNED\x07", "\x1b[2J", "\x9b31m",

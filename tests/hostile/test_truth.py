@@ -15,7 +15,7 @@ from specchat.cli.main import app
 from specchat.server.client import ServerClient, shown_url
 from specchat.session.chat import ChatSession
 from specchat.session.options import DecodeOptions
-from specchat.tui.keys import keymap_conflicts
+from specchat.tui.chat.keys import keymap_conflicts
 from tests.support.tui import long_model, make_app, ready
 
 

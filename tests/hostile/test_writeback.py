@@ -29,10 +29,10 @@ from specchat.history.database import History, Message
 from specchat.message import linediff
 from specchat.message.attach import read_attachment
 from specchat.message.rewrite import Rewrite, check_writable, find_rewrite, write_back
-from specchat.tui.files import NO_FILE, FilePicker
-from specchat.tui.screens import HistoryScreen
-from specchat.tui.widgets import AssistantMessage
-from specchat.tui.writeback import ConfirmWrite, DiffScreen
+from specchat.tui.chat.widgets import AssistantMessage
+from specchat.tui.parts.files import NO_FILE, FilePicker
+from specchat.tui.parts.screens import HistoryScreen
+from specchat.tui.parts.writeback import ConfirmWrite, DiffScreen
 from tests.support import tui as tui_support
 from tests.support.tui import enter, make_app, notices, ready, send, wait_until
 

@@ -34,7 +34,7 @@ def docs_with(answer: str, devices) -> dict:
 
 def panel_of(url: str) -> str:
     from specchat.server.session import ServerSession
-    from specchat.tui.panels import panel_text
+    from specchat.tui.chat.panels import panel_text
 
     session = ServerSession(url)
     try:
@@ -99,7 +99,7 @@ def test_a_devices_field_of_the_wrong_type_is_one_error_line(serve, devices, wha
 @pytest.mark.usefixtures("specchat_home")
 async def test_f2_in_the_chat_shows_the_servers_rpc_workers(tmp_path, serve):  # noqa: F811
     from specchat.config import Settings
-    from specchat.tui.models import chat_models
+    from specchat.tui.state.models import chat_models
     from tests.support.tui import make_app, ready, segments, wait_until
 
     url = serve(docs_with("/props", RPC_DEVICES[:2]))

@@ -15,8 +15,8 @@ from specchat.cli.main import app as cli_app
 from specchat.config import Settings
 from specchat.store import local
 from specchat.tui.app import SpecchatApp
-from specchat.tui.models import Models
-from specchat.tui.panels import StatusBar
+from specchat.tui.chat.panels import StatusBar
+from specchat.tui.state.models import Models
 from tests.support.tui import wait_until
 
 

@@ -101,7 +101,7 @@ def test_a_pair_of_one_family_is_added_and_listed_with_its_paths(specchat_home, 
     assert local.resolve(local.get("coder")) == (target, draft)  # what --pair coder opens
 
     from specchat.store.pairs import known_pair
-    from specchat.tui.models import Models
+    from specchat.tui.state.models import Models
 
     known_pair("coder")  # the chat's --pair check takes it
     chat = Models()
@@ -152,7 +152,7 @@ def test_changed_bytes_are_refused_and_a_new_mtime_alone_is_not(specchat_home, t
     target.unlink()
     lines = one_line_error(cli("run", "hi", "--pair", "smol", "--drafter", "ngram", "--max-tokens", "2"))
     assert lines[0] == f"error: the target of local pair 'smol' is gone: no file at {target}"
-    from specchat.tui.models import Models
+    from specchat.tui.state.models import Models
 
     assert Models().is_pulled("smol")  # the chat opens it and names the fix; a local pair is never offered a pull
 
@@ -190,8 +190,8 @@ def test_bad_names_and_files_are_one_line_each(specchat_home, tmp_path):
 @pytest.mark.real
 async def test_the_chat_opens_a_local_pair_and_replies_on_it(specchat_home, tmp_path, tiny_pair):
     from specchat.config import Settings
-    from specchat.tui.models import Models
-    from specchat.tui.panels import StatusBar
+    from specchat.tui.chat.panels import StatusBar
+    from specchat.tui.state.models import Models
     from tests.support.tui import make_app, send, wait_until
 
     target = lmstudio(tmp_path, tiny_pair[0])

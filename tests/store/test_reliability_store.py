@@ -271,7 +271,7 @@ def test_two_pairs_sharing_every_file_are_removed_together(write_pairs):
 
 async def test_the_chat_refuses_a_damaged_pair_naming_the_file_and_the_fix(pairs, tmp_path):
     from specchat.tui.app import SpecchatApp
-    from specchat.tui.models import Models
+    from specchat.tui.state.models import Models
     from tests.support.tui import wait_until
 
     path = store.file_path(pairs.get("one").draft)
@@ -287,7 +287,7 @@ async def test_the_chat_refuses_a_damaged_pair_naming_the_file_and_the_fix(pairs
 
 async def test_an_unknown_pair_in_the_settings_falls_back_to_the_default(specchat_home):
     from specchat.tui.app import SpecchatApp
-    from specchat.tui.models import Models
+    from specchat.tui.state.models import Models
     from tests.support.tui import wait_until
 
     app = SpecchatApp(Models(), Settings(pair="nope"), history=None, save_settings=False)
@@ -300,7 +300,7 @@ async def test_an_unknown_pair_in_the_settings_falls_back_to_the_default(speccha
 
 async def test_a_broken_pairs_file_never_stops_the_chat(write_pairs, specchat_home):
     from specchat.tui.app import SpecchatApp
-    from specchat.tui.models import Models
+    from specchat.tui.state.models import Models
     from tests.support.tui import wait_until
 
     path = write_pairs("[pairs.x\n")

@@ -53,7 +53,7 @@ def sse(events: list) -> bytes:
 
 
 class Handler(BaseHTTPRequestHandler):
-    server: "Hostile"
+    server: Hostile
 
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

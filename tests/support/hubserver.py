@@ -62,7 +62,7 @@ class HubServer:
         self.files[(repo, revision, filename)] = served
         return served
 
-    def start(self) -> "HubServer":
+    def start(self) -> HubServer:
         self._thread.start()
         return self
 

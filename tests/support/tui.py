@@ -18,8 +18,8 @@ from specchat.history.database import History
 from specchat.session.chat import ChatSession
 from specchat.session.options import DecodeOptions, LoadOptions
 from specchat.tui.app import SpecchatApp
-from specchat.tui.models import PairInfo
-from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, ReplyChunk
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput, ReplyBody, ReplyChunk
+from specchat.tui.state.models import PairInfo
 from tests.support.fake_model import EOS, FakeModel
 
 DARK = {"accepted": "#4ec96b", "rejected": "#e0605e", "ngram": "#4ec96b", "model": "#3fb8c4", "fg": "#d8dbe2",

@@ -13,10 +13,10 @@ from textual.widgets import OptionList
 from specchat import paths
 from specchat.config import load_settings
 from specchat.history.database import History
-from specchat.tui.branching import BranchScreen
-from specchat.tui.panels import StatusBar
-from specchat.tui.screens import HistoryScreen, TextPrompt
-from specchat.tui.widgets import AssistantMessage, PromptInput, UserMessage
+from specchat.tui.chat.panels import StatusBar
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput, UserMessage
+from specchat.tui.parts.branching import BranchScreen
+from specchat.tui.parts.screens import HistoryScreen, TextPrompt
 from tests.support.tui import enter, make_app, notices, ready, saved, send, wait_until
 
 pytestmark = pytest.mark.usefixtures("specchat_home")

@@ -1,4 +1,4 @@
-"""The chat's rules as plain Python (tui/controller.py): which drafter and
+"""The chat's rules as plain Python (tui/state/controller.py): which drafter and
 k the next round runs with, what waits while a reply or a schema binding
 is under way, Esc and the edit of the last message, what a pair switch
 carries over, and the status bar's figures. No Textual app runs here; the
@@ -13,8 +13,8 @@ from specchat.drafters import NAMES
 from specchat.errors import SpecchatError
 from specchat.session.chat import ChatSession
 from specchat.session.options import DecodeOptions
-from specchat.tui.controller import ChatController, Notice
-from specchat.tui.conversation import Conversation
+from specchat.tui.state.controller import ChatController, Notice
+from specchat.tui.state.conversation import Conversation
 from tests.support.tui import long_model, noisy_draft
 
 
@@ -113,8 +113,19 @@ def test_while_a_reply_or_a_binding_runs_other_work_waits():
     assert not chat.can_regenerate() and chat.start_editing() is None
     assert chat.cancel() == "stopping" and cancel.is_set()
     chat.end_turn()
-    chat.binding = "person.json"
+    chat.binding_started("person.json")
     assert chat.busy() == Notice("still binding person.json: a moment", "warning")
+    chat.binding_ended()
+    assert chat.busy() is None
+
+
+def test_a_branch_asks_again_for_one_reply_whether_it_ends_or_fails():
+    chat = controller()
+    chat.ask_again({"tok_s": 20.0})
+    chat.begin_turn()
+    assert chat.asked_again() == {"tok_s": 20.0}  # the reply under way compares with it
+    chat.end_turn()  # ended, or failed: the next reply is no branch's
+    assert chat.asked_again() is None
 
 
 def test_escape_leaves_an_edit_and_an_edit_resends_in_place():
@@ -172,7 +183,7 @@ def test_the_status_shows_the_session_and_the_live_figures(generating):
 
 
 def test_a_switch_mid_reply_says_the_draft_model_is_loading_until_it_has():
-    from specchat.tui.controller import DRAFT_LOADING
+    from specchat.tui.state.controller import DRAFT_LOADING
 
     chat = controller("ngram")
     chat.begin_turn()

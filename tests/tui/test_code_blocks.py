@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specchat.display import shown_text
-from specchat.tui.chatlog import ChatLog
-from specchat.tui.replytext import (
+from specchat.tui.chat.chatlog import ChatLog
+from specchat.tui.chat.replytext import (
     CODE_STYLE,
     FENCE_STYLE,
     chunk_spans,
@@ -20,7 +20,7 @@ from specchat.tui.replytext import (
     reply_text,
     syntax_ranges,
 )
-from specchat.tui.widgets import AssistantMessage, ReplyBody
+from specchat.tui.chat.widgets import AssistantMessage, ReplyBody
 from tests.support.tui import DARK, hexcolor, make_app, ready, segments
 
 pytestmark = pytest.mark.usefixtures("specchat_home")

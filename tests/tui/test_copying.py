@@ -8,8 +8,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from specchat import paths
-from specchat.tui.copying import LINE_CHARS, CopyScreen, copy_option, last_reply
-from specchat.tui.widgets import AssistantMessage
+from specchat.tui.chat.widgets import AssistantMessage
+from specchat.tui.parts.copying import LINE_CHARS, CopyScreen, copy_option, last_reply
 from tests.support.tui import make_app, ready, send, wait_until
 
 pytestmark = pytest.mark.usefixtures("specchat_home")

@@ -7,7 +7,6 @@ user attached in this chat), and writes it back only after `w` and then
 from __future__ import annotations
 
 import os
-
 import threading
 from pathlib import Path
 
@@ -15,11 +14,11 @@ import pytest
 from textual.widgets import Input, OptionList, Static
 
 from specchat.history.database import History, Message
-from specchat.tui import files
-from specchat.tui.files import MAX_FILES, REOPENED, SNIFF, FilePicker, files_under, is_binary, size_label
-from specchat.tui.panels import StatusBar
-from specchat.tui.widgets import AssistantMessage, PromptInput
-from specchat.tui.writeback import ConfirmWrite, DiffScreen
+from specchat.tui.chat.panels import StatusBar
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput
+from specchat.tui.parts import files
+from specchat.tui.parts.files import MAX_FILES, REOPENED, SNIFF, FilePicker, files_under, is_binary, size_label
+from specchat.tui.parts.writeback import ConfirmWrite, DiffScreen
 from specchat.walk import walk
 from tests.support.deep import nested_folders
 from tests.support.tui import enter, make_app, notices, ready, send, wait_until

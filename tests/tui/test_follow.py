@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.tui.chatlog import ChatLog
-from specchat.tui.widgets import AssistantMessage, ReplyChunk, StatsLine
+from specchat.tui.chat.chatlog import ChatLog
+from specchat.tui.chat.widgets import AssistantMessage, ReplyChunk, StatsLine
 from tests.support.tui import FakeModels, make_app, start_reply, wait_until
 
 pytestmark = pytest.mark.usefixtures("specchat_home")

@@ -11,8 +11,8 @@ import pytest
 
 from specchat.config import Settings
 from specchat.themes import DARK as DARK_THEME
-from specchat.tui.panels import StatusBar
-from specchat.tui.widgets import AssistantMessage, ReplyBody
+from specchat.tui.chat.panels import StatusBar
+from specchat.tui.chat.widgets import AssistantMessage, ReplyBody
 from tests.support.tui import TinyPair, enter, make_app, notices, ready, rendered_by_colour, spans_text, wait_until
 
 SCHEMA = Path(__file__).parents[1] / "data" / "person.schema.json"

@@ -10,7 +10,7 @@ from specchat.config import read_settings
 from specchat.history.database import History, Message
 from specchat.session.chat import ChatSession
 from specchat.session.options import DecodeOptions
-from specchat.tui.panels import StatsPanel
+from specchat.tui.chat.panels import StatsPanel
 from tests.support.tui import FakeModels, make_app, notices, ready, send, wait_until
 from tests.support.words import QUESTION, WordModel
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specchat.tui.chatlog import ChatLog
-from specchat.tui.replytext import (
+from specchat.tui.chat.chatlog import ChatLog
+from specchat.tui.chat.replytext import (
     CHUNK_CHARS,
     HEADING_STYLE,
     INLINE_CODE_STYLE,
@@ -19,7 +19,7 @@ from specchat.tui.replytext import (
     code_lines,
     prose_ranges,
 )
-from specchat.tui.widgets import AssistantMessage, ReplyChunk
+from specchat.tui.chat.widgets import AssistantMessage, ReplyChunk
 from tests.support.tui import DARK, hexcolor, make_app, ready, segments
 
 pytestmark = pytest.mark.usefixtures("specchat_home")

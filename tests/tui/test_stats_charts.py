@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specchat.tui.panels import CHART_REPLIES, CHART_WIDTH, alpha_chart, speedup_chart
+from specchat.tui.chat.panels import CHART_REPLIES, CHART_WIDTH, alpha_chart, speedup_chart
 
 
 def rows(content) -> list[str]:
@@ -60,7 +60,7 @@ def test_every_speedup_row_reads_its_figure_on_one_scale(speedups):
 
 
 def test_the_last_replys_line_has_no_alpha_where_nothing_was_drafted():
-    from specchat.tui.panels import panel_text
+    from specchat.tui.chat.panels import panel_text
 
     assert "last α – · speedup –" in panel_text([{"alpha": 0.0, "drafted": 0, "speedup": None}]).plain
     assert "last α 2.50 · speedup 1.20×" in panel_text([{"alpha": 2.5, "drafted": 8, "speedup": 1.2}]).plain

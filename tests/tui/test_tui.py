@@ -13,8 +13,8 @@ import pytest
 
 from specchat.config import Settings
 from specchat.session.chat import ChatSession
-from specchat.tui.panels import StatusBar
-from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, ReplyChunk, StatsLine
+from specchat.tui.chat.panels import StatusBar
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput, ReplyBody, ReplyChunk, StatsLine
 from tests.support.fake_model import FakeModel
 from tests.support.tui import (
     DARK,
@@ -225,7 +225,7 @@ async def test_streaming_chunk_reserves_lines_and_gives_them_back(tmp_path):
 async def test_cpu_bound_worker_waits_until_each_batch_is_shown(tmp_path, monkeypatch):
     """Where decoding keeps every core busy, the UI draws between rounds: the
     worker's flush returns only once the reply holds everything it posted."""
-    from specchat.tui import stream as app_mod
+    from specchat.tui.chat import stream as app_mod
 
     records = []  # (characters posted so far, characters the reply held when flush returned)
     posted = {"chars": 0}
@@ -282,7 +282,7 @@ async def test_models_load_and_decode_only_on_workers(tmp_path):
 
 
 def test_pacing_spaces_batches_by_what_the_ui_costs(tmp_path, monkeypatch):
-    from specchat.tui import stream as app_mod
+    from specchat.tui.chat import stream as app_mod
 
     app = make_app(tmp_path)
     clock = {"wall": 100.0, "cpu": 5.0}
@@ -313,8 +313,8 @@ async def test_a_rejected_line_end_keeps_the_code_on_its_line(tmp_path):
     comprehension stays one line, with the rejected draft struck through inside it."""
     from textual.geometry import Region
 
-    from specchat.tui.chatlog import ChatLog
-    from specchat.tui.widgets import AssistantMessage, ReplyChunk
+    from specchat.tui.chat.chatlog import ChatLog
+    from specchat.tui.chat.widgets import AssistantMessage, ReplyChunk
 
     spans = [{"text": "squares = [x * x", "kind": "accepted", "drafter": "ngram"},
              {"text": "\n    for", "kind": "rejected", "drafter": "ngram"},

@@ -14,8 +14,8 @@ from specchat import paths
 from specchat.config import Settings
 from specchat.drafters import NAMES
 from specchat.themes import SPEC_DEFAULTS
-from specchat.tui.panels import StatusBar
-from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, UserMessage
+from specchat.tui.chat.panels import StatusBar
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine, UserMessage
 from tests.support.tui import (
     DARK,
     FakeModels,
@@ -322,7 +322,7 @@ async def test_theme_choice_persists(tmp_path, monkeypatch):
 
 
 async def test_command_palette_lists_every_action(tmp_path):
-    from specchat.tui.keys import ACTIONS, SETTINGS_COMMANDS, SpecchatCommands
+    from specchat.tui.chat.keys import ACTIONS, SETTINGS_COMMANDS, SpecchatCommands
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -480,7 +480,7 @@ async def test_the_status_bar_says_when_a_switch_waits_for_the_draft_model(tmp_p
 
 async def test_the_first_screen_says_how_to_start_attach_get_help_and_quit(tmp_path):
     """An empty prompt shows the hint line, whole at 80 columns; typed text replaces it."""
-    from specchat.tui.widgets import HINT
+    from specchat.tui.chat.widgets import HINT
 
     app = make_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:

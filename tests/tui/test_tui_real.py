@@ -8,8 +8,8 @@ import re
 import pytest
 
 from specchat.config import Settings
-from specchat.tui.panels import StatusBar
-from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine
+from specchat.tui.chat.panels import StatusBar
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine
 from tests.support.tui import DARK, TinyPair, make_app, rendered_by_colour, spans_text, wait_until
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("specchat_home")]  # settings and history under tmp_path

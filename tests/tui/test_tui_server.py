@@ -10,8 +10,8 @@ import re
 import pytest
 
 from specchat.config import Settings
-from specchat.tui.panels import StatusBar
-from specchat.tui.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine
+from specchat.tui.chat.panels import StatusBar
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput, ReplyBody, StatsLine
 from tests.support.llamaserver import LlamaServer, plain_args, spec_args
 from tests.support.server import acceptance_lines
 from tests.support.tui import DARK, make_app, rendered_by_colour, saved, spans_text, wait_until
@@ -33,7 +33,7 @@ def servers(tiny_pair, tmp_path_factory):
 
 
 def server_models(url: str, **kw):
-    from specchat.tui.models import chat_models
+    from specchat.tui.state.models import chat_models
 
     return chat_models(url, pair=None, drafter=None, baseline=kw.pop("baseline", False),
                        baseline_server=kw.pop("baseline_server", None))

@@ -10,7 +10,7 @@ from specchat import display
 from specchat.config import Settings
 from specchat.decoding.stats import Round
 from specchat.history.database import History, Message
-from specchat.tui.widgets import PromptInput
+from specchat.tui.chat.widgets import PromptInput
 from tests.support.tui import FakeModels, make_app, wait_until
 
 SIZE = (110, 30)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specchat.message.attach import Attachment, leading_files, with_files
-from specchat.tui.widgets import UserMessage
+from specchat.tui.chat.widgets import UserMessage
 from tests.support.tui import enter, make_app, ready, segments, send, wait_until
 
 pytestmark = pytest.mark.usefixtures("specchat_home")

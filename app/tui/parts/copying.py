@@ -29,7 +29,7 @@ from specchat.message.rewrite import code_blocks
 from specchat.textsafe import safe_text
 
 if TYPE_CHECKING:
-    from specchat.tui.view import ChatView
+    from specchat.tui.parts.view import ChatView
 
 COPIED = "copied.txt"  # in the data folder: what F6 or F7 copied last, sure to be there
 LINE_CHARS = 60  # of a message's first line in the list: a row of the dialog, with its number and length

@@ -1,5 +1,5 @@
-"""What the chat screen's parts (tui/branching.py's Branches, tui/knobs.py's
-Knobs, tui/files.py's FileKeys, tui/copying.py's CopyKeys) use of the
+"""What the chat screen's parts (tui/parts/branching.py's Branches, tui/parts/knobs.py's
+Knobs, tui/parts/files.py's FileKeys, tui/parts/copying.py's CopyKeys) use of the
 screen: ChatScreen has it all. One Protocol for them all, so that a part
 needs no import of the screen that holds it."""
 
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.notifications import SeverityLevel
 
-    from specchat.tui.controller import ChatController, Notice
+    from specchat.tui.state.controller import ChatController, Notice
 
 
 class ChatView(Protocol):

@@ -3,7 +3,7 @@ marked in its place), the colour-coded reply, its stats line, the status
 bar, the stats panel and the prompt input.
 
 A reply is a list of spans ({text, kind, drafter}, as `specchat.display.spans`
-makes them), drawn in chunks (tui/replytext.py). Styles name theme variables
+makes them), drawn in chunks (tui/chat/replytext.py). Styles name theme variables
 ($spec-accepted, ...), which Textual resolves at render time, so a theme
 switch recolours every reply.
 """
@@ -26,7 +26,7 @@ from specchat.history.database import Message as Stored
 from specchat.message.attach import leading_files
 from specchat.textsafe import safe_text
 from specchat.themes import span_style
-from specchat.tui.replytext import chunk_spans, ended_contents, reply_text, spans_content
+from specchat.tui.chat.replytext import chunk_spans, ended_contents, reply_text, spans_content
 
 # --- the stats line -------------------------------------------------------------
 
@@ -133,7 +133,7 @@ class AssistantMessage(Vertical):
     While it streams, its rejected drafts are shown struck through (that is
     the show). Once it ends, the text a user reads, selects and copies is the
     reply alone, unless `show_rejected` (ctrl+t) asks for the drafts too,
-    and its fenced code blocks are set off (tui/replytext.py)."""
+    and its fenced code blocks are set off (tui/chat/replytext.py)."""
 
     def __init__(
         self,

@@ -24,18 +24,18 @@ from specchat.errors import SpecchatError
 from specchat.message.attach import Attachment, with_files
 from specchat.message.slash import schema_prefix
 from specchat.textsafe import safe_text
-from specchat.tui.branching import Branches, branch_note
-from specchat.tui.chatlog import ChatLog
-from specchat.tui.controller import ChatController, Notice
-from specchat.tui.copying import CopyKeys
-from specchat.tui.files import FileKeys
-from specchat.tui.keys import ACTIONS, legend_keys
-from specchat.tui.knobs import Knobs, knob_command
-from specchat.tui.models import ModelSource
-from specchat.tui.panels import StatsPanel, StatusBar
-from specchat.tui.screens import HistoryScreen, LegendScreen
-from specchat.tui.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, RoundFeed, RoundsReady
-from specchat.tui.widgets import PromptInput, StatsLine
+from specchat.tui.chat.chatlog import ChatLog
+from specchat.tui.chat.keys import ACTIONS, legend_keys
+from specchat.tui.chat.panels import StatsPanel, StatusBar
+from specchat.tui.chat.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, RoundFeed, RoundsReady
+from specchat.tui.chat.widgets import PromptInput, StatsLine
+from specchat.tui.parts.branching import Branches, branch_note
+from specchat.tui.parts.copying import CopyKeys
+from specchat.tui.parts.files import FileKeys
+from specchat.tui.parts.knobs import Knobs, knob_command
+from specchat.tui.parts.screens import HistoryScreen, LegendScreen
+from specchat.tui.state.controller import ChatController, Notice
+from specchat.tui.state.models import ModelSource
 
 
 @dataclass
@@ -175,8 +175,6 @@ class ChatScreen(Screen):
 
     @work(thread=True, exclusive=True, group="generate", exit_on_error=False)
     def generate(self, kind: str, text: str, reply, cancel) -> None:
-        from specchat.session.chat import ChatSession
-
         session, feed = self.chat.session, None
         assert session is not None  # start runs only once a pair is loaded
         self.pacer.drawing_wait = 0.0
@@ -196,8 +194,7 @@ class ChatScreen(Screen):
             return
         feed.flush()
         self.post_message(ReplyDone(reply, turn, feed.drafters or [session.drafter_name]))
-        if isinstance(session, ChatSession):
-            session.measure_ahead()  # a stale cost curve is measured again while the user reads
+        session.measure_ahead()  # a stale cost curve is measured again while the user reads (a server: nothing)
 
     @on(RoundsReady)
     def rounds_ready(self, msg: RoundsReady) -> None:
@@ -206,7 +203,7 @@ class ChatScreen(Screen):
         now = time.perf_counter()
         if msg.reading or now - self._status_time >= STATUS_SECONDS:  # the live tok/s needs no 25 fps
             self._status_time = now
-            self.chat.live_tok_s, self.chat.auto_choice, self.chat.reading = msg.live_tok_s, msg.choice, msg.reading
+            self.chat.progress(msg.live_tok_s, msg.choice, msg.reading)
             self.set_status()
         self.query_one(ChatLog).follow()
         if msg.shown is not None:
@@ -219,12 +216,12 @@ class ChatScreen(Screen):
         stats["drafters"] = msg.drafters
         msg.reply.end(stats, turn.finish)
         self.chat.conversation.replied(turn.text, turn.finish, stats, msg.reply.spans)
+        note = branch_note(stats, self.chat.asked_again())  # before the turn ends, which drops what it asked again
         self.finish_generation()
         for notice in self.chat.turn_notices(turn):
             self.tell(notice)
-        if note := branch_note(stats, self.chat.branched_from):
+        if note:
             self.notify(note, title="branch", timeout=10)
-        self.chat.branched_from = None
 
     @on(ReplyFailed)
     def reply_failed(self, msg: ReplyFailed) -> None:

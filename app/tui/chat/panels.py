@@ -11,7 +11,7 @@ from textual.widgets import Static
 from specchat.decoding.costmodel import Measuring
 from specchat.display import NOT_MEASURED, device_text, measured_alpha, measuring_line, number
 from specchat.textsafe import safe_text
-from specchat.tui.controller import Status
+from specchat.tui.state.controller import Status
 
 # How soon a part of the status bar gives way where the terminal is narrow: the
 # highest first. Pair, drafter, k and ctx always stay (an 80-column terminal

@@ -22,7 +22,7 @@ from specchat.display import round_spans
 
 if TYPE_CHECKING:
     from specchat.engine.loop import Turn
-    from specchat.tui.widgets import AssistantMessage
+    from specchat.tui.chat.widgets import AssistantMessage
 
 BATCH_SECONDS = 0.04  # rounds reach the UI at most this often...
 MAX_BATCH_SECONDS = 1.5  # ...and at least this often

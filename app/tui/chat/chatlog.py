@@ -7,7 +7,7 @@ from textual import events
 from textual.containers import VerticalScroll
 
 from specchat.history.database import Message as Stored
-from specchat.tui.widgets import AssistantMessage, PromptInput, UserMessage, stored_message
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput, UserMessage, stored_message
 
 FOLLOW_ROWS = 3  # a view this close to the end follows a streaming reply
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 from specchat import checks
 from specchat.errors import SpecchatError
 from specchat.message.slash import command
-from specchat.tui.screens import TextPrompt
+from specchat.tui.parts.screens import TextPrompt
 
 if TYPE_CHECKING:
-    from specchat.tui.view import ChatView
+    from specchat.tui.parts.view import ChatView
 
 COMMANDS = ("/system", "/temp", "/top-p")
 

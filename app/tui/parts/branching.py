@@ -32,7 +32,7 @@ from specchat.message.attach import first_line
 from specchat.textsafe import safe_text
 
 if TYPE_CHECKING:
-    from specchat.tui.view import ChatView
+    from specchat.tui.parts.view import ChatView
 
 BRANCH_TITLE = "Branch from a message  (enter: yours to edit and send again, a reply to have again · esc)"
 
@@ -112,7 +112,7 @@ class Branches:
         if asked == index:
             view.edit_in_prompt(text, f"{where}: edit your message and send it; the old branch stays (alt+← alt+→)")
             return
-        view.chat.branched_from = messages[index].stats or {}
+        view.chat.ask_again(messages[index].stats or {})
         view.notify(f"{where}: asking again; the old branch stays (alt+← alt+→)", timeout=4)
         view.start("reply", text)
 

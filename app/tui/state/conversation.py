@@ -40,8 +40,7 @@ from specchat.history.database import Message as Stored
 from specchat.message.attach import Attachment
 
 if TYPE_CHECKING:
-    from specchat.session.chat import ChatSession
-    from specchat.tui.models import Session
+    from specchat.tui.state.models import Session
 
 
 class Record:
@@ -227,45 +226,37 @@ class Conversation:
     def set_memory(self, on: bool) -> None:
         """Draft from this user's earlier replies, or not (off empties the memory)."""
         self.memory_on = on
-        local = self._local()
-        if local is not None:
-            local.set_memory(on)
+        if self.session is not None:
+            self.session.set_memory(on)
             self._fill_memory()
 
-    def _local(self) -> ChatSession | None:
-        """The session, where it is a local pair's: only it keeps a memory."""
-        from specchat.session.chat import ChatSession
-
-        return self.session if isinstance(self.session, ChatSession) else None
-
     def _fill_memory(self) -> None:
-        local = self._local()
-        if local is None or self.history is None or not self.memory_on:
-            return
-        ticket = local.memory.ticket()  # a conversation deleted from here on stays out
+        session = self.session
+        if session is None or session.memory is None or self.history is None or not self.memory_on:
+            return  # a server keeps no memory
+        ticket = session.memory.ticket()  # a conversation deleted from here on stays out
         try:
             replies = self.history.replies()
         except sqlite3.Error as err:
             self.warn(f"cannot read the history for the memory ({err})")
             return
-        threading.Thread(target=local.remember, args=(replies, ticket), name="memory-fill", daemon=True).start()
+        threading.Thread(target=session.remember, args=(replies, ticket), name="memory-fill", daemon=True).start()
 
     def _own(self) -> None:
         """The next reply joins the memory as this conversation's (its Record:
         a new conversation gets its id only once the writer has saved it)."""
-        local = self._local()
-        if local is not None:
-            local.memory_owner = self.record
+        if self.session is not None:
+            self.session.memory_owner = self.record
 
     def _forget(self, conv_id: int) -> None:
         """A conversation was deleted (F3): out of the memory, and if it is
         the one on screen, the next message starts a new one."""
-        local = self._local()
+        memory = self.session.memory if self.session is not None else None
         ours = [r for r in self.records if r.id == conv_id]
-        if local is not None:
-            local.memory.forget(conv_id)  # what the history fill put in
+        if memory is not None:
+            memory.forget(conv_id)  # what the history fill put in
             for record in ours:
-                local.memory.forget(record)
+                memory.forget(record)
         if self.record in ours:
             self._begin(Record())
 

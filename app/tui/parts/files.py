@@ -1,5 +1,5 @@
 """Files in the chat: `@` picks one to attach, F9 writes a reply back
-(copying from the chat is tui/copying.py).
+(copying from the chat is tui/parts/copying.py).
 
 `@` typed at the start of the prompt or after a space opens the file picker:
 the files under the folder specchat runs in, narrowed as you type (fuzzy,
@@ -13,7 +13,7 @@ message, as a message that starts `/file PATH` does; Esc types the `@` after all
 F9 shows the last reply's code against the attached file it rewrites (the
 block most like one of the files attached to the conversation's messages,
 as the conversation keeps them: never a name read from a message's text),
-as a diff made on a worker (tui/writeback.py). There `w` asks before
+as a diff made on a worker (tui/parts/writeback.py). There `w` asks before
 writing, and only `y` writes: atomically, and only while the file is still
 as it was attached (message/rewrite.py).
 """
@@ -46,12 +46,12 @@ from specchat.message.attach import Attachment, file_prefix, holds_nul
 from specchat.message.rewrite import find_rewrite
 from specchat.paths import open_regular
 from specchat.textsafe import safe_text
-from specchat.tui.copying import last_reply
-from specchat.tui.writeback import DiffScreen
+from specchat.tui.parts.copying import last_reply
+from specchat.tui.parts.writeback import DiffScreen
 from specchat.walk import walk
 
 if TYPE_CHECKING:
-    from specchat.tui.view import ChatView
+    from specchat.tui.parts.view import ChatView
 
 MAX_FILES = 5000  # the picker lists at most this many, and says so when a folder holds more
 MAX_FOLDERS = 50_000  # folders it walks at most: a tree bigger than that (a home folder, a disk) is left unwalked

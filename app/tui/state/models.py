@@ -20,8 +20,12 @@ from specchat.config import Settings
 from specchat.errors import SpecchatError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from specchat.decoding.costmodel import Measuring
     from specchat.decoding.sampling import SamplingParams
     from specchat.decoding.schema import GrammarSpec
+    from specchat.drafters.memory import Memory
     from specchat.engine.loop import Cancel, OnIdle, OnPrefill, OnRound, Turn
     from specchat.server.session import ServerSession
     from specchat.session.dialogue import SessionStatus
@@ -74,6 +78,17 @@ class Session(Protocol):
     @property
     def sampling(self) -> SamplingParams: ...
     def set_sampling(self, temp: float, top_p: float) -> None: ...
+
+    # --- what a local pair measures and keeps (a server's do nothing; its memory is None)
+    @property
+    def memory(self) -> Memory | None: ...  # this user's earlier replies, drafted from
+
+    memory_owner: object  # whose the next reply is in the memory (the conversation's record)
+
+    def on_measure(self, tell: Callable[[Measuring], None] | None) -> None: ...  # how measuring the curve goes
+    def measure_ahead(self) -> str | None: ...  # measure the cost curve now, between replies, if it is due
+    def remember(self, replies: Iterable[tuple[object, str, str]], ticket: int | None = None) -> None: ...
+    def set_memory(self, on: bool) -> None: ...
 
     def status(self) -> SessionStatus: ...
     def close(self) -> None: ...
@@ -221,7 +236,7 @@ def _info(p: dict) -> PairInfo:
 
 
 class ServerModels:
-    """The chat's model source (tui.models.Models' methods) for a server:
+    """The chat's model source (tui.state.models.Models' methods) for a server:
     one "pair", the server's model, always there, opened as a ServerSession."""
 
     remembers_pair = False  # the settings keep the last local pair, never a server

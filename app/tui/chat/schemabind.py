@@ -15,10 +15,10 @@ from textual.message import Message
 
 from specchat.checks import blank
 from specchat.errors import SpecchatError
-from specchat.tui.chatscreen import ChatScreen
-from specchat.tui.controller import ChatController
-from specchat.tui.screens import TextPrompt
-from specchat.tui.widgets import PromptInput
+from specchat.tui.chat.chatscreen import ChatScreen
+from specchat.tui.chat.widgets import PromptInput
+from specchat.tui.parts.screens import TextPrompt
+from specchat.tui.state.controller import ChatController
 
 
 @dataclass
@@ -70,7 +70,7 @@ class SchemaBinder:
             chat.session.set_constraint(None)
             app.post_message(SchemaBound(then_send))
             return
-        chat.binding = Path(path).name
+        chat.binding_started(Path(path).name)
         app.chat_screen.set_status(note=f"binding {chat.binding}…")
         work = partial(self._bind, chat.session, path, then_send)
         app.run_worker(work, thread=True, group="schema", exit_on_error=False)
@@ -92,7 +92,7 @@ class SchemaBinder:
     def bound(self, msg: SchemaBound) -> None:
         """Back on the app's thread: say how it went, then send what waited for it."""
         app, chat = self.app, self.app.chat
-        chat.binding = ""
+        chat.binding_ended()
         app.chat_screen.set_status(note="")
         if msg.error:
             app.notify(msg.error, title="schema", severity="error", timeout=10)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from specchat.drafters import NEEDS_CONSTRAINT, USES_DRAFT_MODEL
 from specchat.errors import SpecchatError
 from specchat.message.attach import Attachment, read_attachment
-from specchat.tui.conversation import Conversation
-from specchat.tui.models import Session
+from specchat.tui.state.conversation import Conversation
+from specchat.tui.state.models import Session
 
 if TYPE_CHECKING:
     from specchat.engine.loop import Turn
@@ -228,9 +228,29 @@ class ChatController:
             notices.append(Notice(f"dropped the {turn.dropped_turns} oldest exchange(s) to fit the context"))
         return notices
 
+    def progress(self, tok_s: float, choice: str, reading: tuple[int, int] | None) -> None:
+        """How the reply under way goes: its live tok/s, auto's latest pick, the prompt's reading."""
+        self.live_tok_s, self.auto_choice, self.reading = tok_s, choice, reading
+
     def end_turn(self) -> None:
         self.generating = False
         self.live_tok_s, self.auto_choice, self.reading = None, "", None
+        self.branched_from = None  # a branch's question is asked once, whether its reply ended or failed
+
+    def ask_again(self, stats: dict) -> None:
+        """The next reply is a branch asking again for the reply with these stats."""
+        self.branched_from = stats
+
+    def asked_again(self) -> dict | None:
+        """The stats of the reply that the reply under way asks again for, or None."""
+        return self.branched_from
+
+    def binding_started(self, name: str) -> None:
+        """A schema file is bound on a worker: new turns wait (busy)."""
+        self.binding = name
+
+    def binding_ended(self) -> None:
+        self.binding = ""
 
     def cancel(self) -> str | None:
         """Esc: "stopping" a reply under way, "unediting" an edit, or None."""
