@@ -32,7 +32,11 @@ Beside auto's real speedup (its tok/s over off's, from separate runs) the
 table gives the speedup auto's own stats line showed (the median of its
 runs' `speedup`, measured against the plain steps of the same turn, and
 the median of their 90% intervals, from the spread of those steps): the one
-a user sees, and how far it is from the real one.
+a user sees, and how far it is from the real one. Two more columns say
+whether that distance is the stats line's or the runs': the real speedup of
+each round (auto's run over the off run just before it), lowest to highest,
+and the median over rounds of auto's own plain steps (the baseline its
+stats line divides by) over that off run.
 
 `--suite mt-bench` and `--suite humaneval` take the public sets `specchat
 bench` takes (`--sample N` per category, `--categories` some of them),
@@ -198,7 +202,8 @@ def run_one(name: str, target: Path, draft: Path, ask: Ask, prompt: str, args) -
     if name in ("off", "auto"):
         stats = specchat_turn(name, target, draft, ask, args)["stats"]
         return {"tok_s": stats["tok_s"], "tokens": stats["tokens"], "shown": stats["speedup"], "alpha": stats["alpha"],
-                "shown_low": stats.get("speedup_low"), "shown_high": stats.get("speedup_high")}
+                "shown_low": stats.get("speedup_low"), "shown_high": stats.get("speedup_high"),
+                "baseline": stats.get("baseline_tok_s")}
     out = subprocess.run(native_command(name, target, draft, prompt, args), capture_output=True, text=True,
                          check=False)
     found = SPEED.findall(out.stdout + out.stderr)
@@ -217,7 +222,8 @@ def medians(by: dict, configs: list[str]) -> dict[str, float]:
 
 def table(results: dict, configs: list[str]) -> list[str]:
     lines = ["| prompt | off | " + " | ".join(configs[1:]) + " | best llama.cpp | auto over the best "
-             "| auto's shown speedup | shown over real |", "|---" * (len(configs) + 5) + "|"]
+             "| auto's shown speedup | shown over real | real, round by round | auto's plain steps over off |",
+             "|---" * (len(configs) + 7) + "|"]
     for prompt, by in results.items():
         med = medians(by, configs)
         native = {c: med[c] for c in configs if c in NATIVE}
@@ -228,8 +234,25 @@ def table(results: dict, configs: list[str]) -> list[str]:
         shown = statistics.median(r["shown"] for r in said) if said else None
         against = "–" if shown is None else f"{shown / (med['auto'] / med['off']):.2f}"
         lines.append(f"| {prompt} | " + " | ".join(cells) + f" | {best or '–'} | {vs} "
-                     f"| {shown_cell(shown, said)} ({len(said)} of {len(by['auto'])}) | {against} |")
+                     f"| {shown_cell(shown, said)} ({len(said)} of {len(by['auto'])}) | {against} "
+                     f"| {round_spread(by)} | {plain_over_off(by)} |")
     return lines
+
+
+def round_spread(by: dict) -> str:
+    """The real speedup of each round (auto's run over off's, which ran just
+    before it), lowest to highest: how far one separate off run says apart
+    from another, which a shown speedup within it cannot be told from."""
+    ratios = sorted(a["tok_s"] / o["tok_s"] for o, a in zip(by["off"], by["auto"]) if o["tok_s"] > 0)
+    return f"{ratios[0]:.2f}–{ratios[-1]:.2f}×" if ratios else "–"
+
+
+def plain_over_off(by: dict) -> str:
+    """The median, over rounds, of auto's own plain steps (the baseline its
+    stats line divides by) over the off run of the same round: 1.00 where
+    the baseline is what off does, apart from the runs' own spread."""
+    ratios = [a["baseline"] / o["tok_s"] for o, a in zip(by["off"], by["auto"]) if a.get("baseline") and o["tok_s"] > 0]
+    return f"{statistics.median(ratios):.2f} ({len(ratios)} of {len(by['auto'])})" if ratios else "–"
 
 
 def shown_cell(shown: float | None, said: list[dict]) -> str:

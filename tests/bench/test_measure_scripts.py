@@ -181,7 +181,7 @@ def test_the_tables_copied_from_the_code_follow_it(tmp_path):
     repository's own pages are up to date."""
     from specchat.drafters import SPECS
     from specchat.store.catalog import builtin_catalog
-    from specchat.tui.keys import ACTIONS
+    from specchat.tui.chat.keys import ACTIONS
 
     page = tmp_path / "guide.md"
     page.write_text("".join(f"<!-- table: {name} -->\n<!-- end table -->\n" for name in ("keys", "drafters", "pairs")))
@@ -197,3 +197,17 @@ def test_the_tables_copied_from_the_code_follow_it(tmp_path):
     ours = subprocess.run([sys.executable, "-m", "tools.doctables", "--check"], capture_output=True, text=True,
                           timeout=60, cwd=HERE.parent)
     assert ours.returncode == 0, ours.stderr
+
+
+@pytest.mark.real
+def test_baseline_check_prints_a_row_per_prompt_on_a_real_pair(tiny_pair, tmp_path):
+    """The table's shape on the small real pair; its figures are the machine's."""
+    target, draft = tiny_pair
+    prompt = tmp_path / "copy.txt"
+    prompt.write_text("Repeat this line exactly: the quick brown fox jumps over the lazy dog, twice.")
+    out = script("baseline_check", "--target", str(target), "--draft", str(draft), "--prompt", str(prompt),
+                 "--rounds", "2", "--max-tokens", "24", "--threads", "1", env={"SPECCHAT_HOME": str(tmp_path / "home")})
+    rows = [line for line in out.splitlines() if line.startswith("| copy |")]
+    assert len(rows) == 1, out
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert re.fullmatch(r"\d+\.\d{3}|–", cells[1]) and cells[3].endswith("of 2"), out
