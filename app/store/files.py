@@ -80,7 +80,7 @@ def partial_meta_path(path: Path) -> Path:
 
 def read_json(path: Path) -> dict | None:
     try:
-        with _open_own(path) as src:
+        with paths.open_regular(path) as src:
             data = json.loads(src.read().decode("utf-8"))
     except (OSError, ValueError, RecursionError):  # RecursionError: a file nested past any parser
         return None
@@ -100,7 +100,7 @@ def read_record(f: ModelFile, root: Path | None = None) -> dict | None:
 
 def sha256_of(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
     """A store file's sha256 (never through a link)."""
-    with _open_own(path) as src:
+    with paths.open_regular(path) as src:
         return digest_of(src, on_bytes)
 
 
@@ -323,12 +323,6 @@ def clear_strays(f: ModelFile, root: Path | None = None) -> None:
         if st is not None and not stat.S_ISREG(st.st_mode):
             remove_stray(name)
     clean_legacy_scratch(path.parent)
-
-
-def _open_own(path: Path) -> BinaryIO:
-    """Open a file the store made, for reading: never through a link, never
-    waiting on a pipe (OSError otherwise)."""
-    return paths.open_regular(path)
 
 
 def resumable_size(partial: Path) -> int:

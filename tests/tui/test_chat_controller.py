@@ -123,9 +123,9 @@ def test_a_branch_asks_again_for_one_reply_whether_it_ends_or_fails():
     chat = controller()
     chat.ask_again({"tok_s": 20.0})
     chat.begin_turn()
-    assert chat.asked_again() == {"tok_s": 20.0}  # the reply under way compares with it
+    assert chat.branched_from == {"tok_s": 20.0}  # the reply under way compares with it
     chat.end_turn()  # ended, or failed: the next reply is no branch's
-    assert chat.asked_again() is None
+    assert chat.branched_from is None
 
 
 def test_escape_leaves_an_edit_and_an_edit_resends_in_place():

@@ -216,7 +216,7 @@ class ChatScreen(Screen):
         stats["drafters"] = msg.drafters
         msg.reply.end(stats, turn.finish)
         self.chat.conversation.replied(turn.text, turn.finish, stats, msg.reply.spans)
-        note = branch_note(stats, self.chat.asked_again())  # before the turn ends, which drops what it asked again
+        note = branch_note(stats, self.chat.branched_from)  # before the turn ends, which drops what it asked again
         self.finish_generation()
         for notice in self.chat.turn_notices(turn):
             self.tell(notice)

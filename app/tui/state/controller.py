@@ -241,10 +241,6 @@ class ChatController:
         """The next reply is a branch asking again for the reply with these stats."""
         self.branched_from = stats
 
-    def asked_again(self) -> dict | None:
-        """The stats of the reply that the reply under way asks again for, or None."""
-        return self.branched_from
-
     def binding_started(self, name: str) -> None:
         """A schema file is bound on a worker: new turns wait (busy)."""
         self.binding = name
