@@ -51,7 +51,8 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_holds_the_mapped_packages_and_the_catalog(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     for member in ("specchat/__init__.py", "specchat/drafters/__init__.py", "specchat/themes/__init__.py", "specchat/store/catalog.toml",
-                   "specchat/cli/main.py", "specchat/decoding/__init__.py"):
+                   "specchat/cli/main.py", "specchat/decoding/__init__.py", "specchat/tui/specchat.tcss",
+                   "specchat/tui/chat/chatscreen.py", "specchat/tui/parts/view.py", "specchat/tui/state/controller.py"):
         assert member in names
     assert not any(n.startswith(("app/", "drafters/", "themes/", "tests/")) for n in names)
 
