@@ -86,11 +86,17 @@ def load_settings(path: Path | None = None) -> Settings:
 def read_settings(path: Path | None = None) -> Loaded:
     """Settings plus the problems found, for the UI to show."""
     path = path or paths.settings_file()
-    if not path.is_file():
-        return Loaded(Settings(), [], path)
     try:
         text = _read(path)
-    except (OSError, ValueError) as err:
+    except FileNotFoundError:
+        return Loaded(Settings(), [], path)
+    except paths.NotRegularFile:
+        return Loaded(Settings(), [f"{path} is not a regular file; using the defaults"], path)
+    except paths.TooBig as err:
+        return Loaded(Settings(), [f"{path} is {err.size} bytes, too big for settings; using the defaults"], path)
+    except OSError as err:
+        return Loaded(Settings(), [f"{path}: {err.strerror or err}; using the defaults"], path)
+    except ValueError as err:
         return Loaded(Settings(), [f"{path}: {err}; using the defaults"], path)
     try:
         data = tomllib.loads(text)
@@ -102,9 +108,14 @@ def read_settings(path: Path | None = None) -> Loaded:
     return Loaded(settings, errors, path)
 
 
+MAX_SETTINGS_BYTES = 1024 * 1024  # settings.toml is a few lines: past this it is no settings file
+
+
 def _read(path: Path) -> str:
-    """The file's text; ValueError naming the line of a byte that is not UTF-8."""
-    raw = path.read_bytes()
+    """The file's text, read as `paths.read_regular` reads (a link is
+    followed: settings may be kept with the user's dotfiles); ValueError
+    naming the line of a byte that is not UTF-8."""
+    raw = paths.read_regular(path, MAX_SETTINGS_BYTES, follow_links=True)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -219,8 +230,11 @@ def save_settings(changes: dict, path: Path | None = None) -> None:
     if path.exists() and _read_only(path):
         raise OSError(f"{path} is read-only")
     try:
-        text = _read(path) if path.is_file() else ""
-        doc = tomlkit.parse(text)
+        doc = tomlkit.parse(_read(path))
+    except FileNotFoundError:
+        doc = tomlkit.document()
+    except (paths.NotRegularFile, paths.TooBig):
+        raise OSError(f"{path} is not a settings file specchat can rewrite") from None
     except ValueError:  # not UTF-8, or not TOML
         return
     for key, value in changes.items():

@@ -68,6 +68,29 @@ def open_regular(path: Path | str, *, follow_links: bool = False, buffering: int
         raise
 
 
+class TooBig(ValueError):
+    """What `read_regular` found holds more than it was asked to read."""
+
+    def __init__(self, path: Path | str, size: int, limit: int) -> None:
+        super().__init__(f"{path} holds {size} bytes, over the {limit} read")
+        self.size = size
+        self.limit = limit
+
+
+def read_regular(path: Path | str, limit: int, *, follow_links: bool = False) -> bytes:
+    """A regular file's bytes, opened as `open_regular` opens it; TooBig
+    where it holds more than `limit`, by its size or by what a read finds
+    (a file that grows while it is read)."""
+    with open_regular(path, follow_links=follow_links) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise TooBig(path, size, limit)
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TooBig(path, len(data), limit)
+    return data
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write a file whole or not at all: into a new file of its own beside
     `path` (created exclusively, never through a link someone planted

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specchat import paths
 from specchat.errors import SpecchatError
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a schema or grammar file is read whole: past this it is no grammar to bind
@@ -104,18 +105,24 @@ def _size(n: int) -> str:
 
 
 def _read(path: str | Path, what: str) -> str:
+    """The file's text, read as `paths.read_regular` reads (a link is
+    followed: the user named it), or one clear error for each way it is not
+    a grammar file."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise SpecchatError(f"no {what} file at {p}", hint=f"check the path of the {what} file", code=2)
     try:
-        size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise SpecchatError(
-                f"{p.name} is {_size(size)}: too big for a {what}",
-                hint=f"specchat reads {what} files up to {_size(MAX_FILE_BYTES)}",
-                code=2,
-            )
-        return p.read_text(encoding="utf-8")
+        return paths.read_regular(p, MAX_FILE_BYTES, follow_links=True).decode("utf-8")
+    except FileNotFoundError:
+        raise SpecchatError(f"no {what} file at {p}", hint=f"check the path of the {what} file", code=2) from None
+    except paths.NotRegularFile:
+        raise SpecchatError(
+            f"{p} is not a regular file", hint=f"name the {what} file itself, not a folder or a pipe", code=2
+        ) from None
+    except paths.TooBig as err:
+        raise SpecchatError(
+            f"{p.name} is {_size(err.size)}: too big for a {what}",
+            hint=f"specchat reads {what} files up to {_size(MAX_FILE_BYTES)}",
+            code=2,
+        ) from None
     except UnicodeDecodeError as err:
         raise SpecchatError(
             f"{p} is not UTF-8 text (byte {err.start})", hint=f"save the {what} as UTF-8", code=2
