@@ -72,7 +72,7 @@ class TooBig(ValueError):
     """What `read_regular` found holds more than it was asked to read."""
 
     def __init__(self, path: Path | str, size: int, limit: int) -> None:
-        super().__init__(f"{path} holds {size} bytes, over the {limit} read")
+        super().__init__(f"{path} holds {size} bytes, over the limit of {limit}")
         self.size = size
         self.limit = limit
 

@@ -115,7 +115,7 @@ def test_saving_with_no_file_yet_makes_one(tmp_path):
 def _schema_error(path) -> str:
     outcome = _within(5, lambda: schema.load_schema(path, warn=None))
     assert isinstance(outcome, SpecchatError), outcome
-    return f"{outcome} ({outcome.hint})"
+    return outcome.one_line()
 
 
 def test_a_fifo_for_a_schema_is_one_line_at_once(tmp_path):
