@@ -109,13 +109,13 @@ def stats_fields(stats: dict) -> list[tuple[str, str]]:
 def local_fields(stats: dict) -> list[tuple[str, str]]:
     """The line of a turn decoded here (TurnStats.to_dict(), with "drafters":
     the drafters that ran the reply). Drafting off shows its tok/s; otherwise
-    α, acceptance, the drafter's tok/s, the measured off baseline and the
-    speedup of the one over the other. A turn that drafted nothing ran plain
+    α, acceptance, the turn's tok/s, an off run of the same turn built from
+    its measured plain steps, and the speedup of the one over the other. A turn that drafted nothing ran plain
     steps only: its "speedup" would be the machine's noise, so none is shown."""
-    tok_s = stats.get("spec_tok_s") or stats.get("tok_s", 0.0)
+    tok_s = stats.get("tok_s", 0.0)
     if stats.get("drafted", 0) == 0:
         said = "drafter off" if set(stats.get("drafters") or ["off"]) <= {"off"} else "no drafts this turn"
-        return [("tok_s", f"{stats.get('tok_s', 0.0):.1f} tok/s"), ("drafter", said)]
+        return [("tok_s", f"{tok_s:.1f} tok/s"), ("drafter", said)]
     baseline = stats.get("baseline_tok_s")
     return [
         ("alpha", f"α {stats.get('alpha', 0.0):.2f}"),

@@ -222,7 +222,7 @@ def medians(by: dict, configs: list[str]) -> dict[str, float]:
 
 def table(results: dict, configs: list[str]) -> list[str]:
     lines = ["| prompt | off | " + " | ".join(configs[1:]) + " | best llama.cpp | auto over the best "
-             "| auto's shown speedup | shown over real | real, round by round | auto's plain steps over off |",
+             "| auto's shown speedup | shown over real | real, round by round | auto's baseline over off |",
              "|---" * (len(configs) + 7) + "|"]
     for prompt, by in results.items():
         med = medians(by, configs)
@@ -248,9 +248,10 @@ def round_spread(by: dict) -> str:
 
 
 def plain_over_off(by: dict) -> str:
-    """The median, over rounds, of auto's own plain steps (the baseline its
-    stats line divides by) over the off run of the same round: 1.00 where
-    the baseline is what off does, apart from the runs' own spread."""
+    """The median, over rounds, of auto's baseline (the off run its stats
+    line builds from its own plain steps, and divides by) over the off run
+    of the same round: 1.00 where the baseline is what off does, apart from
+    the runs' own spread."""
     ratios = [a["baseline"] / o["tok_s"] for o, a in zip(by["off"], by["auto"]) if a.get("baseline") and o["tok_s"] > 0]
     return f"{statistics.median(ratios):.2f} ({len(ratios)} of {len(by['auto'])})" if ratios else "–"
 

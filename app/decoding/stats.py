@@ -74,9 +74,9 @@ class TurnStats:
     acceptance_rate: float = 0.0
     per_position_acceptance: list[float] = field(default_factory=list)
     tok_s: float = 0.0  # whole turn, wall clock, decode only
-    spec_tok_s: float = 0.0  # tokens from verify rounds / their time
-    baseline_tok_s: float | None = None  # from the steady plain steps of the same turn
-    speedup: float | None = None  # spec_tok_s / baseline_tok_s; None where nothing was drafted
+    spec_tok_s: float = 0.0  # tokens from the drafter's own rounds / their time (the arm's steps left out)
+    baseline_tok_s: float | None = None  # an off run of this turn, from its steady plain steps
+    speedup: float | None = None  # tok_s / baseline_tok_s; None where nothing was drafted
     # The speedup's 90% interval from the spread of the baseline's samples
     # (None below 2 of them): a few samples in a noisy spell give a wide one.
     speedup_low: float | None = None
@@ -113,9 +113,15 @@ def summarize(
     - verify rounds (something was drafted): alpha and acceptance come from them;
     - steady plain rounds (a single-token step after a few others, forced or
       because the drafter had nothing): their wall time, less the drafter's
-      decision, is the measured plain-decoding baseline (`Round.step`);
+      decision (`Round.step`), is the measured plain step;
     - strategy rounds (all but the forced do-nothing-arm steps): what the
       chosen drafter achieved, over their wall time, which spec_tok_s reports.
+
+    The baseline is an off run of the same turn built from that step (one per
+    token and one for the end-of-generation token), and the speedup is its
+    time over this turn's: the same reply, the same rounds' costs beyond their
+    decode, the same time outside them, so it is what a real off run beside
+    this one would say, short replies included.
     """
     verify = [r for r in rounds if not r.plain]
     plain = [r for r in rounds if r.plain]
@@ -138,26 +144,35 @@ def summarize(
     s.t_other = max(0.0, t_decode - s.t_draft - s.t_verify - s.t_plain)
     s.plain_steps = len(plain)
     s.tok_s = s.tokens / t_decode if t_decode > 0 else 0.0
-    # Both sides count a round's whole wall time, not its decode alone: a
-    # drafter that takes fewer rounds pays what each round costs beyond its
-    # decode fewer times, as a real off run pays it at every step.
     t_strategy = sum(r.wall for r in strategy)
     s.spec_tok_s = _tokens(strategy) / t_strategy if t_strategy > 0 else 0.0
-    t_steady = sum(r.step for r in steady)
-    if steady and t_steady > 0:
-        # A plain step per steady round, the one that decodes the end-of-generation
-        # token too: it costs a step and shows no token.
-        s.baseline_tok_s = len(steady) / t_steady
-    if verify and s.baseline_tok_s:
+    # A step counts its round's whole wall time, not its decode alone: a
+    # drafter that takes fewer rounds pays what each round costs beyond its
+    # decode fewer times, as a real off run pays it at every step.
+    step_times = [r.step for r in steady]
+    if step_times and sum(step_times) > 0:
+        step = sum(step_times) / len(step_times)
+        s.baseline_tok_s = s.tokens / _off_time(rounds, t_decode, step) if s.tokens else None
+    if verify and s.baseline_tok_s and t_decode > 0:
         # A turn that drafted nothing ran plain steps only: its "speedup" would
         # be the machine's noise, so it has none (drafter off included).
-        s.speedup = s.spec_tok_s / s.baseline_tok_s
-        interval = mean_interval([r.step for r in steady])
-        if interval is not None:  # speedup = spec_tok_s × the mean step time
-            s.speedup_low, s.speedup_high = s.spec_tok_s * interval[0], s.spec_tok_s * interval[1]
+        s.speedup = _off_time(rounds, t_decode, step) / t_decode
+        interval = mean_interval(step_times)
+        if interval is not None:
+            s.speedup_low, s.speedup_high = (_off_time(rounds, t_decode, m) / t_decode for m in interval)
     s.prefill_tokens = prefill_tokens
     s.prefill_tok_s = prefill_tokens / t_prefill if t_prefill > 0 else 0.0
     return s
+
+
+def _off_time(rounds: list[Round], t_decode: float, step: float) -> float:
+    """How long an off run of this turn would decode: a step of this mean
+    time per token and one for the end-of-generation token, as every round
+    here made them, plus what the turn spent outside its rounds (both pay
+    that). Only the verify rounds' own time is replaced."""
+    steps = sum(len(r.committed) + r.eos for r in rounds)
+    outside = max(0.0, t_decode - sum(r.wall for r in rounds))
+    return outside + steps * step
 
 
 def mean_interval(times: Sequence[float]) -> tuple[float, float] | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import statistics
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specchat.decoding.stats import Round, mean_interval, summarize
 from specchat.display import local_fields, speedup_text
@@ -89,3 +91,32 @@ def test_a_round_made_by_hand_counts_its_draft_and_verify():
     r = verify(0.3)
     r.t_draft = 0.01
     assert r.wall == pytest.approx(0.31) and r.step == pytest.approx(0.3)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 12), st.floats(0.02, 0.5)), min_size=1, max_size=30),
+    st.floats(0.01, 0.1),
+    st.floats(0.0, 0.2),
+    st.booleans(),
+)
+def test_the_speedup_is_what_an_off_run_of_the_same_reply_says(shape, step, outside, ends):
+    """Any turn of plain steps and verifies, ending on its end-of-generation
+    token or cut at a length, against the off run of the same reply (a step
+    of the same time per token, one for the end token, the same time outside
+    the rounds): the shown speedup and baseline are that run's, a 2-token
+    reply's too. Every plain step costs the same here, so they agree exactly."""
+    rounds = [plain(step), plain(step)]  # two baseline samples in every turn: an interval
+    for accepted, seconds in shape:
+        rounds.append(plain(step) if accepted == 0 else verify(seconds, accepted))
+    if ends:
+        rounds.append(Round(accepted=[], rejected=[], target=None, drafter="off", plain=True, steady=True,
+                            t_verify=step, eos=True))
+    s = summarize(rounds, t_decode=sum(r.wall for r in rounds) + outside)
+    off_rounds = [plain(step) for _ in range(s.tokens)] + rounds[len(rounds) - ends:]
+    off = summarize(off_rounds, t_decode=sum(r.wall for r in off_rounds) + outside)
+    assert s.baseline_tok_s == pytest.approx(off.tok_s)
+    if s.verify_rounds:
+        assert s.speedup == pytest.approx(s.tok_s / off.tok_s)
+        assert s.speedup_low == pytest.approx(s.speedup) == pytest.approx(s.speedup_high)  # no spread in the steps
+    else:
+        assert s.speedup is None

@@ -109,7 +109,7 @@ async def test_stats_line_matches_the_engine(tmp_path):
         assert f"{headless.acceptance_rate * 100:.0f}% accepted" in line
         s = reply.stats
         assert re.fullmatch(
-            rf"α {s['alpha']:.2f} · \d+% accepted · {s['spec_tok_s']:.1f} tok/s · "
+            rf"α {s['alpha']:.2f} · \d+% accepted · {s['tok_s']:.1f} tok/s · "
             rf"off {s['baseline_tok_s']:.1f} tok/s \(measured\) · {s['speedup']:.2f}×( \([\d.]+–[\d.]+×\))?", line)
         speed = next(style for text, style in segments(reply.query_one(StatsLine)) if "×" in text)
         assert hexcolor(speed) == (DARK["accepted"] if s["speedup"] > 1 else DARK["rejected"])
