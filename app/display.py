@@ -110,8 +110,9 @@ def local_fields(stats: dict) -> list[tuple[str, str]]:
     """The line of a turn decoded here (TurnStats.to_dict(), with "drafters":
     the drafters that ran the reply). Drafting off shows its tok/s; otherwise
     α, acceptance, the turn's tok/s, an off run of the same turn built from
-    its measured plain steps, and the speedup of the one over the other. A turn that drafted nothing ran plain
-    steps only: its "speedup" would be the machine's noise, so none is shown."""
+    its measured plain steps, and the speedup of the one over the other. A
+    turn that drafted nothing ran plain steps only: its "speedup" would be
+    the machine's noise, so none is shown."""
     tok_s = stats.get("tok_s", 0.0)
     if stats.get("drafted", 0) == 0:
         said = "drafter off" if set(stats.get("drafters") or ["off"]) <= {"off"} else "no drafts this turn"

@@ -21,7 +21,7 @@ def test_a_row_gives_the_real_speedup_of_every_round_and_the_baseline_against_of
         "auto": [run(60.0, shown=2.0, baseline=30.0), run(40.0, shown=1.7, baseline=27.5), run(56.0, shown=1.9)],
     }
     [head, _, row] = table({"code edit": by}, ["off", "auto"])
-    assert "real, round by round" in head and "auto's plain steps over off" in head
+    assert "real, round by round" in head and "auto's baseline over off" in head
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[-2] == "1.60–2.00×"  # 40/25 and 60/30, 56/28 between them
     assert cells[-1] == "1.05 (2 of 3)"  # 30/30 and 27.5/25; the third run had no plain steps
