@@ -151,7 +151,8 @@ def summarize(
     # decode fewer times, as a real off run pays it at every step.
     step_times = [r.step for r in steady]
     if step_times and sum(step_times) > 0 and s.tokens and t_decode > 0:
-        t_off = _off_time(rounds, t_decode, sum(step_times) / len(step_times))
+        steps, outside = _off_run(rounds, t_decode)
+        t_off = outside + steps * sum(step_times) / len(step_times)
         s.baseline_tok_s = s.tokens / t_off
         # A turn that drafted nothing ran plain steps only: its "speedup" would
         # be the machine's noise, so it has none (drafter off included).
@@ -159,20 +160,18 @@ def summarize(
             s.speedup = t_off / t_decode
             interval = mean_interval(step_times)
             if interval is not None:
-                s.speedup_low, s.speedup_high = (_off_time(rounds, t_decode, m) / t_decode for m in interval)
+                s.speedup_low, s.speedup_high = ((outside + steps * m) / t_decode for m in interval)
     s.prefill_tokens = prefill_tokens
     s.prefill_tok_s = prefill_tokens / t_prefill if t_prefill > 0 else 0.0
     return s
 
 
-def _off_time(rounds: list[Round], t_decode: float, step: float) -> float:
-    """How long an off run of this turn would decode: a step of this mean
-    time for each token the turn made and one for its end-of-generation
-    token, plus the time the turn spent outside its rounds, which an off
-    run spends too."""
+def _off_run(rounds: list[Round], t_decode: float) -> tuple[int, float]:
+    """An off run of this turn: its steps (one for each token the turn made
+    and one for its end-of-generation token) and the time it spends outside
+    them, as this turn did outside its rounds."""
     steps = sum(len(r.committed) + r.eos for r in rounds)
-    outside = max(0.0, t_decode - sum(r.wall for r in rounds))
-    return outside + steps * step
+    return steps, max(0.0, t_decode - sum(r.wall for r in rounds))
 
 
 def mean_interval(times: Sequence[float]) -> tuple[float, float] | None:
