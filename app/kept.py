@@ -59,31 +59,16 @@ def read(path: Path, cap: int) -> bytes | None:
     """The bytes of the kept file at `path`: None where there is none, or
     where what is there is no regular file of at most `cap` bytes (said once)."""
     try:
-        f = paths.open_regular(path)
+        return paths.read_regular(path, cap)
     except FileNotFoundError:
         return None
+    except paths.TooBig:
+        why = f"is over {cap:,} bytes"  # by its size, or it grew while it was read
     except OSError as err:
-        damaged(
-            path,
-            NOT_REGULAR
-            if isinstance(err, paths.NotRegularFile) or err.errno == errno.ELOOP
-            else f"cannot be read ({err.strerror})",
-        )
-        return None
-    data = b""
-    with f:
-        try:
-            why = problem(os.fstat(f.fileno()), cap)
-            if why is None:
-                data = f.read(cap + 1)
-        except OSError as err:
-            why = f"cannot be read ({err.strerror})"
-    if why is None and len(data) > cap:
-        why = f"is over {cap:,} bytes"  # it grew while it was read
-    if why is not None:
-        damaged(path, why)
-        return None
-    return data
+        not_regular = isinstance(err, paths.NotRegularFile) or err.errno == errno.ELOOP
+        why = NOT_REGULAR if not_regular else f"cannot be read ({err.strerror})"
+    damaged(path, why)
+    return None
 
 
 def usable(path: Path, cap: int) -> bool:

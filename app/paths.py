@@ -81,14 +81,20 @@ def read_regular(path: Path | str, limit: int, *, follow_links: bool = False) ->
     """A regular file's bytes, opened as `open_regular` opens it; TooBig
     where it holds more than `limit`, by its size or by what a read finds
     (a file that grows while it is read)."""
+    return read_regular_stat(path, limit, follow_links=follow_links)[0]
+
+
+def read_regular_stat(path: Path | str, limit: int, *, follow_links: bool = False) -> tuple[bytes, os.stat_result]:
+    """`read_regular`, with the status of the file it read (taken on the
+    open file, so it is that file's, whatever the name points at now)."""
     with open_regular(path, follow_links=follow_links) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > limit:
-            raise TooBig(path, size, limit)
+        st = os.fstat(f.fileno())
+        if st.st_size > limit:
+            raise TooBig(path, st.st_size, limit)
         data = f.read(limit + 1)
     if len(data) > limit:
         raise TooBig(path, len(data), limit)
-    return data
+    return data, st
 
 
 def write_atomic(path: Path, text: str) -> None:

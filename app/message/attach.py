@@ -75,9 +75,9 @@ def read_attachment(path: str) -> Attachment:
     try:
         if real.is_dir():
             raise SpecchatError(f"{path} is a folder, not a file", hint=HINT, code=2)
-        with paths.open_regular(real) as f:  # a named pipe would block a plain open forever
-            st = os.fstat(f.fileno())
-            data = f.read(MAX_BYTES + 1)
+        data, st = paths.read_regular_stat(real, MAX_BYTES)  # a named pipe would block a plain open forever
+    except paths.TooBig:
+        raise SpecchatError(f"{path} is over {MAX_BYTES // 1024} KiB", hint=HINT, code=2) from None
     except paths.NotRegularFile:
         raise SpecchatError(f"{path} is not a regular file", hint=HINT, code=2) from None
     except FileNotFoundError:
@@ -86,8 +86,6 @@ def read_attachment(path: str) -> Attachment:
         ) from None
     except OSError as err:
         raise SpecchatError(f"cannot read {path} ({err.strerror or err})", hint=HINT, code=2) from None
-    if len(data) > MAX_BYTES:
-        raise SpecchatError(f"{path} is over {MAX_BYTES // 1024} KiB", hint=HINT, code=2)
     return Attachment(path, text_of(path, data), real, st.st_size, st.st_mtime_ns, hashlib.sha256(data).hexdigest())
 
 

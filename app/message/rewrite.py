@@ -105,9 +105,9 @@ def current(f: Attachment) -> tuple[bytes, os.stat_result]:
     if os.path.realpath(f.path) != str(f.path):
         raise SpecchatError(f"{f.name} is no longer where it was attached ({f.path})", hint=again)
     try:
-        with paths.open_regular(f.path) as file:
-            st = os.fstat(file.fileno())
-            data = file.read(f.size + 1)
+        data, st = paths.read_regular_stat(f.path, f.size)
+    except paths.TooBig:
+        raise SpecchatError(f"{f.name} changed since it was attached", hint=again) from None
     except OSError as err:
         raise SpecchatError(f"cannot read {f.name} ({err.strerror or err})", hint=again) from None
     if (st.st_size, st.st_mtime_ns) != (f.size, f.mtime_ns) or hashlib.sha256(data).hexdigest() != f.digest:

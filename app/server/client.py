@@ -25,7 +25,7 @@ import httpx
 
 from specchat.errors import SpecchatError
 from specchat.server.answers import Fields, answer_list, bad_answer, parse_json
-from specchat.server.exchange import Answer, Exchange, Silent, TooBig
+from specchat.server.exchange import Answer, AnswerTooBig, Exchange, Silent
 from specchat.textsafe import safe_text
 
 KNOBS = ("n_max", "n_min", "p_min")  # per-request speculative settings, as llama-server names them
@@ -275,7 +275,7 @@ class ServerClient:
         if got[0] != "error":
             return got
         item = got[1]
-        if isinstance(item, TooBig):
+        if isinstance(item, AnswerTooBig):
             raise bad_answer(self.url, answer, str(item))
         if isinstance(item, (httpx.ConnectError, httpx.ConnectTimeout)) or (
             isinstance(item, httpx.TransportError) and not exchange.started

@@ -24,7 +24,7 @@ class Silent(Exception):
     """Nothing came from the server for too long."""
 
 
-class TooBig(Exception):
+class AnswerTooBig(Exception):
     """An answer or a line beyond the limits."""
 
 
@@ -111,7 +111,7 @@ def read_whole(response: httpx.Response) -> bytes:
     for chunk in response.iter_bytes():
         data += chunk
         if len(data) > MAX_BODY:
-            raise TooBig(f"an answer over {MAX_BODY >> 20} MiB")
+            raise AnswerTooBig(f"an answer over {MAX_BODY >> 20} MiB")
     return bytes(data)
 
 
@@ -124,6 +124,6 @@ def stream_lines(chunks: Iterator[bytes]) -> Iterator[str]:
         for line in done:
             yield line.rstrip(b"\r").decode("utf-8", "replace")
         if len(pending) > MAX_LINE:
-            raise TooBig(f"a line over {MAX_LINE >> 20} MiB")
+            raise AnswerTooBig(f"a line over {MAX_LINE >> 20} MiB")
     if pending:
         yield pending.decode("utf-8", "replace")

@@ -1,6 +1,7 @@
-"""`paths.read_regular` and the two files read through it that the user
-names or keeps: settings.toml and a JSON schema or grammar file. What each
-does with a FIFO, a folder, a link, a huge file and any bytes at all.
+"""`paths.read_regular` (and `read_regular_stat`, which attaching, write-back
+and the kept files read through) and the two files read through it that the
+user names or keeps: settings.toml and a JSON schema or grammar file. What
+each does with a FIFO, a folder, a link, a huge file and any bytes at all.
 
 Real parts: real files, FIFOs and links in a temporary folder, the real
 settings reader and writer, the real schema loader.
@@ -44,6 +45,8 @@ def test_read_regular_gives_every_byte_up_to_the_limit_and_refuses_past_it(tmp_p
     path.write_bytes(data)
     if len(data) <= limit:
         assert paths.read_regular(path, limit) == data
+        got, status = paths.read_regular_stat(path, limit)
+        assert (got, status.st_size, status.st_ino) == (data, len(data), os.stat(path).st_ino)
     else:
         with pytest.raises(paths.TooBig) as caught:
             paths.read_regular(path, limit)
