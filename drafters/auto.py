@@ -4,7 +4,9 @@ expected tokens per second — a plain step (k = 0) included.
 Expected tokens come from live acceptance estimates (decayed): per position
 for the draft model; for n-gram and memory copies one rate per match length,
 shared by every position, because a copied span goes on agreeing until the copy ends, so
-what short drafts learn also prices long ones. A reply that has copied one
+what short drafts learn also prices long ones (a match in the reply's own
+words has rates of its own: a reply parts from itself far sooner than from
+the question or an earlier turn). A reply that has copied one
 place since its first token (a function or a file returned whole) has a
 rate of its own, taken where it is the higher: each longer match would
 otherwise start again from its length's prior. And where this reply's
@@ -129,6 +131,17 @@ def copy_rates(longest: int = MAX_BUCKET) -> dict[int, CopyRate]:
     return {b: CopyRate(prior=1.0 - 0.8125 * 0.8**b) for b in range(1, longest + 1)}
 
 
+def self_copy_rates() -> dict[int, CopyRate]:
+    """copy_rates for a match in the reply itself: a reply that repeats its
+    own words (a formula's terms, a list's openings, a phrase it used a
+    line before) parts from them far sooner than one that copies the
+    question or an earlier turn, at every match length. The prior follows
+    the same count (tools/copy_agreement.py, its second table): a
+    two-token match of the reply's own agrees under a third of the time,
+    and each token more of match takes a tenth off the chance of a miss."""
+    return {b: CopyRate(prior=1.0 - 0.8 * 0.9**b) for b in range(1, MAX_BUCKET + 1)}
+
+
 def text_rates() -> dict[int, CopyRate]:
     """copy_rates for text copies, and length 0: a line that starts as one
     sentence of the text does (a quote, a bullet) goes on as it, likely."""
@@ -154,7 +167,8 @@ class AutoDrafter(Drafter):
         # Forced tokens disagree only where the target picks another tokenization
         # of the same text: a high prior, per position like the draft model's.
         self.grammar_acc = Acceptance(prior=0.9)
-        self.ngram_acc = copy_rates()
+        self.ngram_acc = copy_rates()  # copies of the question and the turns before it
+        self.self_acc = self_copy_rates()  # copies of the reply's own words
         self.text_acc = text_rates()  # the n-gram drafter's text copies (textcopy), on their own
         self.whole_acc = CopyRate(prior=WHOLE_PRIOR)  # token copies whose match reaches the reply's start
         self.memory_acc = copy_rates(MAX_MATCH)  # a question asked again matches all its prompt's tail
@@ -237,7 +251,8 @@ class AutoDrafter(Drafter):
             candidate = self.ngram.continuation(start, k)
             if self.ngram.before_edit is not None:
                 match = self.ngram.before_edit  # an edit learned just now is priced as a guess
-            acc = self.ngram_acc[min(match, MAX_BUCKET)]
+            rates = self.self_acc if start >= self.reply_start else self.ngram_acc
+            acc = rates[min(match, MAX_BUCKET)]
             if self._copies_whole(context, match) and self.whole_acc.rate(0) > acc.rate(0):
                 acc = self.whole_acc
             length, rate = self._best_length(acc, len(candidate), 0.0, optimism, warmup, distrust)

@@ -12,11 +12,13 @@ fetches them; a second turn is asked after the first's reply, as the chat
 asks it). Each turn is decoded greedily with drafting off, `--max-tokens`
 tokens, in one process.
 
-The first table is what auto's copy priors (drafters/auto.py, copy_rates)
-are drawn from: at each position of each reply where the n-gram drafter
-finds a match, whether the token it would draft first is the reply's next
-token, counted by match length (a match that an edit learned at that
-lookup lengthened counted apart, by its length without it). The second replays the real AutoDrafter,
+The first table is what auto's copy priors (drafters/auto.py, copy_rates
+and self_copy_rates) are drawn from: at each position of each reply where
+the n-gram drafter finds a match, whether the token it would draft first
+is the reply's next token, counted by match length, and apart by where
+the match lies: in the question or the turns before it, in the reply
+itself, or lengthened by an edit learned at that lookup (counted by its
+length without it). The second replays the real AutoDrafter,
 a fresh one per reply (as each `specchat run` starts), on this machine's
 kept cost curve (tools/replay.py's replay): a prediction, never a
 measurement; its speedups leave out what a round costs beyond the curve.
@@ -31,7 +33,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
-from specchat.drafters.auto import MAX_BUCKET, copy_rates
+from specchat.drafters.auto import MAX_BUCKET, copy_rates, self_copy_rates
 from specchat.drafters.ngram import NgramDrafter
 from specchat.session.chat import TargetSpelling
 from specchat.session.options import DecodeOptions, LoadOptions
@@ -39,6 +41,11 @@ from tools import replay as R
 from tools.native_compare import held_out
 
 SUITES = ("chat", "math", "code-edit", "summarize")
+WHERE = {
+    "before": "matches in the question or the turns before it:",
+    "reply": "matches in the reply itself (it repeats its own words):",
+    "edit": "matches an edit learned at their lookup lengthened, by their length without it:",
+}
 
 
 def prompts(per_category: int) -> dict[str, tuple[str, ...]]:
@@ -71,12 +78,14 @@ def decode(session, conversations: dict[str, tuple[str, ...]]) -> list[dict]:
     return replies
 
 
-def first_token_agreement(replies: list[dict], spelling) -> dict[tuple[bool, int], tuple[int, int]]:
-    """(agreed, matches) per (whether an edit learned at that lookup
-    lengthened the match, its length without that edit), MAX_BUCKET or
-    longer counted together: the length auto prices a match by."""
-    hits: dict[tuple[bool, int], int] = defaultdict(int)
-    trials: dict[tuple[bool, int], int] = defaultdict(int)
+def first_token_agreement(replies: list[dict], spelling) -> dict[tuple[str, int], tuple[int, int]]:
+    """(agreed, matches) per (where the match was found, its length),
+    MAX_BUCKET or longer counted together: the length auto prices a match
+    by. Where: "before" the reply (the question, the earlier turns),
+    "reply" (the reply repeating itself), "edit" (a match an edit learned
+    at that lookup lengthened, by its length without the edit)."""
+    hits: dict[tuple[str, int], int] = defaultdict(int)
+    trials: dict[tuple[str, int], int] = defaultdict(int)
     for r in replies:
         ngram = NgramDrafter(spelling=spelling)
         context = list(r["prompt"])
@@ -85,8 +94,10 @@ def first_token_agreement(replies: list[dict], spelling) -> dict[tuple[bool, int
             hit = ngram.lookup(context)
             first = ngram.continuation(hit[0], 1) if hit is not None else []
             if hit is not None and first:
-                fresh = ngram.before_edit is not None
-                bucket = (fresh, min(ngram.before_edit if fresh else hit[1], MAX_BUCKET))
+                if ngram.before_edit is not None:
+                    bucket = ("edit", min(ngram.before_edit, MAX_BUCKET))
+                else:
+                    bucket = ("reply" if hit[0] >= len(r["prompt"]) else "before", min(hit[1], MAX_BUCKET))
                 trials[bucket] += 1
                 hits[bucket] += first[0] == token
             context.append(token)
@@ -131,16 +142,16 @@ def main() -> int:
         speedups = {r["suite"]: R.replay([r], costs, R.Auto(costs, 16, None))[r["suite"]] for r in replies}
     finally:
         session.close()
-    priors = copy_rates()
+    priors = {"before": copy_rates(), "edit": copy_rates(), "reply": self_copy_rates()}
     print(f"first-token agreement by match length, {len(replies)} replies:")
     print(f"{'match':>7} {'agreed':>14} {'rate':>6} {'prior':>6}")
-    for fresh in (False, True):
-        if fresh and any(f for f, _ in agreed):
-            print("matches an edit learned at their lookup lengthened, by their length without it:")
-        for (f, b), (h, n) in agreed.items():
-            if f == fresh:
+    for where, title in WHERE.items():
+        if any(w == where for w, _ in agreed):
+            print(title)
+        for (w, b), (h, n) in agreed.items():
+            if w == where:
                 label = f"{b}+" if b == MAX_BUCKET else str(b)
-                print(f"{label:>7} {f'{h} of {n}':>14} {h / n:6.2f} {priors[b].rate(0):6.2f}")
+                print(f"{label:>7} {f'{h} of {n}':>14} {h / n:6.2f} {priors[where][b].rate(0):6.2f}")
     steps = ", ".join(f"{n}: {points[n] / points[1]:.2f}" for n in sorted(points) if n <= 17)
     print(f"\nauto replayed on the kept curve (plain steps per verify of n positions: {steps}):")
     for name, speedup in speedups.items():

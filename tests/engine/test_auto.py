@@ -16,6 +16,8 @@ from specchat.drafters.auto import (
     AutoDrafter,
     CopyRate,
     CopyTrust,
+    copy_rates,
+    self_copy_rates,
 )
 from specchat.drafters.base import Draft
 from specchat.drafters.draft_model import DraftModelDrafter
@@ -274,12 +276,15 @@ def test_a_reply_that_copies_one_place_from_its_first_token_is_priced_as_a_whole
     assert a._last is a.whole_acc and a.whole_acc.rate(0) == pytest.approx(WHOLE_PRIOR)
     assert draft.tokens == text[12:27]  # 15: at 0.97 each, longer drafts add less than their verify costs
     late = prompt + [5, 6] + text[:12]  # the same match, after two tokens that copy nothing
+    a.begin(prompt)  # each a reply of its own
     assert a.propose(late, 32).tokens and a._last is a.ngram_acc[12]  # priced by its length
     short = prompt + text[:6]  # too short a reply to tell
+    a.begin(prompt)
     a.propose(short, 32)
     assert a._last is not a.whole_acc
     for _ in range(3):  # whole copies went wrong here: the match length's own estimate is higher now
         a.whole_acc.update(16, 0)
+    a.begin(prompt)
     a.propose(whole, 32)
     assert a._last is a.ngram_acc[12]
 
@@ -439,3 +444,18 @@ def test_the_copy_trust_only_ever_makes_a_copy_dearer(updates, rate, n):
     acc = CopyRate(prior=rate)
     with_trust, alone = acc.expected_tokens(n, 0.0, trust.factor()), acc.expected_tokens(n)
     assert all(a <= b + 1e-12 for a, b in zip(with_trust, alone)) and with_trust[0] == 1.0
+
+
+def test_a_match_in_the_replys_own_words_is_priced_on_rates_of_its_own():
+    """A reply that repeats itself (a formula's terms, a phrase of a line
+    before) parts from its own words sooner than a copy of the question
+    does, so the same match length is priced lower there."""
+    assert all(r.rate(0) < q.rate(0) for r, q in zip(self_copy_rates().values(), copy_rates().values()))
+    question, own = list(range(10, 30)), list(range(40, 46))
+    prompt = question + [1, 2]
+    a = AutoDrafter(NgramDrafter(), None, costs(FLAT))
+    a.begin(prompt)
+    assert a.propose(prompt + question[:5], 8).source == "ngram" and a._last is a.ngram_acc[5]
+    a.begin(prompt)  # another reply
+    reply = own + [3] + own[:5]  # the reply says its first five tokens again
+    assert a.propose(prompt + reply, 8).tokens[:3] == [45, 3, 40] and a._last is a.self_acc[5]
