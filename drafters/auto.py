@@ -135,10 +135,11 @@ def self_copy_rates() -> dict[int, CopyRate]:
     """copy_rates for a match in the reply itself: a reply that repeats its
     own words (a formula's terms, a list's openings, a phrase it used a
     line before) parts from them far sooner than one that copies the
-    question or an earlier turn, at every match length. The prior follows
-    the same count (tools/copy_agreement.py, its second table): a
-    two-token match of the reply's own agrees under a third of the time,
-    and each token more of match takes a tenth off the chance of a miss."""
+    question or an earlier turn, at every match length. The prior sits a
+    little under that count (tools/copy_agreement.py counts them apart;
+    docs/auto.md): a two-token match of the reply's own agrees about a
+    third of the time, and each token more of match takes a tenth off the
+    chance of a miss."""
     return {b: CopyRate(prior=1.0 - 0.8 * 0.9**b) for b in range(1, MAX_BUCKET + 1)}
 
 
