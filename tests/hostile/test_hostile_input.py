@@ -142,9 +142,14 @@ def test_run_refuses_a_grammar_whose_alternatives_multiply_once_the_bind_time_is
 @pytest.mark.real
 def test_ctrl_c_ends_a_bind_in_progress(tmp_path, tiny_pair):
     """A ctrl-c while llama.cpp binds reaches Python at once (not when the
-    bind ends, hours later for this grammar)."""
+    bind ends, hours later for this grammar). The child starts as a shell
+    starts it, SIGINT caught and not blocked, whatever it inherited from the
+    test run (what it inherited is in the failure message)."""
     script = textwrap.dedent(f"""
-        import os, signal, threading, time
+        import os, signal, sys, threading, time
+        print("inherited", signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}}),
+              file=sys.stderr)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         import specchat
         from specchat.llamacpp.grammar import Grammar
         from specchat.llamacpp.llama import Model
