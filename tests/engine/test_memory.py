@@ -17,6 +17,7 @@ from specchat.engine.loop import Engine
 from specchat.history.database import History, Message
 from specchat.session.chat import ChatSession
 from specchat.session.options import DecodeOptions
+from tests.support.clock import steady_timer
 from tests.support.engine import PROMPT, exact_second_token_distribution
 from tests.support.fake_model import FakeModel
 
@@ -138,7 +139,8 @@ def test_turning_the_memory_off_empties_it():
 
 
 @pytest.mark.parametrize("drafter", ["memory", "auto"])
-def test_a_question_asked_again_is_drafted_from_memory_and_the_reply_is_plain_decodings(drafter):
+def test_a_question_asked_again_is_drafted_from_memory_and_the_reply_is_plain_decodings(drafter, monkeypatch):
+    steady_timer(monkeypatch)  # auto prices the copy on timed decodes: a busy machine must not decide it
     plain = session("off")
     expected = plain.reply(QUESTION).tokens
     s = session(drafter)
