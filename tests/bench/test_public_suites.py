@@ -134,13 +134,16 @@ def test_a_humaneval_file_that_unpacks_past_any_release_is_one_line(index, specc
     "kw, said",
     [
         ({"suites": "math", "sample": 2}, "--sample and --categories pick from a public suite"),
-        ({"suites": "mt-bench", "sample": 0}, "--max-tokens, --repeats and --sample must be ≥ 1 and --temp ≥ 0"),
+        ({"suites": "mt-bench", "sample": 0}, "--sample 0 is out of range: it must be ≥ 1"),
+        ({"suites": "mt-bench", "max_tokens": 0}, "--max-tokens 0 is out of range: it must be ≥ 1"),
+        ({"suites": "math", "temp": -0.5}, "--temp -0.5 is out of range: it must be ≥ 0"),
     ],
 )
 def test_sample_and_categories_mistakes_are_one_line(specchat_home, kw, said):
     with pytest.raises(SpecchatError) as err:
         make_plan(drafters="ngram", ks="", **kw)
     assert str(err.value) == said
+    assert err.value.hint  # and a line that says what to give
 
 
 def test_an_unknown_category_names_the_ones_there_are(index, specchat_home):
