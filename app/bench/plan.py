@@ -54,7 +54,9 @@ class Plan:
         }
 
 
-def ranges(max_tokens: int, repeats: int, sample: int | None, temp: float):
+def ranges(
+    max_tokens: int, repeats: int, sample: int | None, temp: float
+) -> tuple[tuple[str, float | None, float, str], ...]:
     """(flag, value, least allowed, hint) for each of bench's numeric options."""
     return (
         ("--max-tokens", max_tokens, 1, "the most tokens a reply may have, e.g. --max-tokens 256"),
