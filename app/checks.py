@@ -242,6 +242,12 @@ def repeats(value: int, flag: str = "--repeats") -> int:
     return _count(flag, value, 1, "each prompt runs at least once", "e.g. --repeats 3")
 
 
+def sample(value: int | None, flag: str = "--sample") -> int | None:
+    if value is None:
+        return None
+    return _count(flag, value, 1, "it must be ≥ 1", "how many conversations per category, e.g. --sample 2")
+
+
 def draft_min(value: int | None, flag: str = "--draft-min") -> int | None:
     """None: the server's own."""
     return None if value is None else _within(flag, value, 0, K_MAX, "0 drafts always")

@@ -54,18 +54,6 @@ class Plan:
         }
 
 
-def ranges(
-    max_tokens: int, repeats: int, sample: int | None, temp: float
-) -> tuple[tuple[str, float | None, float, str], ...]:
-    """(flag, value, least allowed, hint) for each of bench's numeric options."""
-    return (
-        ("--max-tokens", max_tokens, 1, "the most tokens a reply may have, e.g. --max-tokens 256"),
-        ("--repeats", repeats, 1, "how often each prompt runs, e.g. --repeats 3"),
-        ("--sample", sample, 1, "how many conversations per category, e.g. --sample 2"),
-        ("--temp", temp, 0, "0 decodes greedily; e.g. --temp 0.7 samples"),
-    )
-
-
 def items(text: str) -> list[str]:
     return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
 
@@ -100,9 +88,10 @@ def make_plan(
         raise SpecchatError(f"--k takes whole numbers, got {ks!r}", hint="for example --k 1,2,4,8", code=2) from None
     for k in k_values:
         checks.k(k)
-    for flag, value, least, hint in ranges(max_tokens, repeats, sample, temp):
-        if value is not None and value < least:
-            raise SpecchatError(f"{flag} {value} is out of range: it must be ≥ {least}", hint=hint, code=2)
+    checks.max_tokens(max_tokens)
+    checks.repeats(repeats)
+    checks.temperature(temp)
+    checks.sample(sample)
     named = [] if prompts else items(suites)
     if (sample is not None or categories) and not any(s in public.DATASETS for s in named):
         raise SpecchatError(

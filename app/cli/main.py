@@ -368,6 +368,7 @@ def bench(
     checks.temperature(temp)
     checks.max_tokens(max_tokens)
     checks.repeats(repeats)
+    checks.sample(sample)
     names = list(dict.fromkeys(s.strip() for s in suites.split(",") if s.strip()))
     if "memory" in names:  # questions asked again: a procedure of its own
         raise typer.Exit(memory.run_command(names, load, prompts, max_tokens, json_file))

@@ -135,8 +135,8 @@ def test_a_humaneval_file_that_unpacks_past_any_release_is_one_line(index, specc
     [
         ({"suites": "math", "sample": 2}, "--sample and --categories pick from a public suite"),
         ({"suites": "mt-bench", "sample": 0}, "--sample 0 is out of range: it must be ≥ 1"),
-        ({"suites": "mt-bench", "max_tokens": 0}, "--max-tokens 0 is out of range: it must be ≥ 1"),
-        ({"suites": "math", "temp": -0.5}, "--temp -0.5 is out of range: it must be ≥ 0"),
+        ({"suites": "mt-bench", "max_tokens": 0}, "--max-tokens 0 is out of range: a reply needs at least 1 token"),
+        ({"suites": "math", "temp": -0.5}, "--temp -0.5 is out of range: it must be a finite number ≥ 0"),
     ],
 )
 def test_sample_and_categories_mistakes_are_one_line(specchat_home, kw, said):
