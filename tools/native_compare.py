@@ -36,7 +36,12 @@ a user sees, and how far it is from the real one. Two more columns say
 whether that distance is the stats line's or the runs': the real speedup of
 each round (auto's run over the off run just before it), lowest to highest,
 and the median over rounds of auto's own plain steps (the baseline its
-stats line divides by) over that off run.
+stats line divides by) over that off run. A last column says whether
+auto's choices rested on true prices: the median over rounds of its
+verifies' time over what its cost model priced them at when it chose them
+(above 1, it drafted on a curve too cheap; below, it held back on one too
+dear). Each specchat run's split of its decode time (draft, verify, plain,
+other) is kept in the JSON and shown on its progress line.
 
 `--suite mt-bench` and `--suite humaneval` take the public sets `specchat
 bench` takes (`--sample N` per category, `--categories` some of them),
@@ -72,6 +77,9 @@ EXAMPLES = Build(
     ["llama-lookup", "llama-speculative-simple"],
 )
 NATIVE = ("lookup", "ngram-simple", "ngram-map-k", "ngram-mod", "draft-simple")
+# The stats' split of a specchat run's decode time, kept with each run, and
+# what auto's cost model priced its verifies at.
+SPLIT = ("t_decode", "t_draft", "t_verify", "t_plain", "t_other", "t_verify_priced")
 SPEED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s")
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 
@@ -203,7 +211,8 @@ def run_one(name: str, target: Path, draft: Path, ask: Ask, prompt: str, args) -
         stats = specchat_turn(name, target, draft, ask, args)["stats"]
         return {"tok_s": stats["tok_s"], "tokens": stats["tokens"], "shown": stats["speedup"], "alpha": stats["alpha"],
                 "shown_low": stats.get("speedup_low"), "shown_high": stats.get("speedup_high"),
-                "baseline": stats.get("baseline_tok_s")}
+                "baseline": stats.get("baseline_tok_s"), "verify_rounds": stats["verify_rounds"],
+                "plain_steps": stats["plain_steps"], **{key: stats[key] for key in SPLIT}}
     out = subprocess.run(native_command(name, target, draft, prompt, args), capture_output=True, text=True,
                          check=False)
     found = SPEED.findall(out.stdout + out.stderr)
@@ -216,14 +225,25 @@ def run_one(name: str, target: Path, draft: Path, ask: Ask, prompt: str, args) -
     return {"tok_s": kept / float(seconds), "tokens": kept, "reported_tok_s": float(speed), "reported": int(tokens)}
 
 
+def detail(r: dict) -> str:
+    """A specchat run's rounds and where its decode time went, for the progress line."""
+    if "t_decode" not in r or not r["verify_rounds"]:
+        return ""
+    price = f", verifies {r['t_verify'] / r['t_verify_priced']:.2f}× their price" if r["t_verify_priced"] else ""
+    return (f": α {r['alpha']:.1f} over {r['verify_rounds']} verifies, {r['plain_steps']} plain steps; verify "
+            f"{r['t_verify']:.2f} s, plain {r['t_plain']:.2f} s, draft {r['t_draft']:.2f} s, other {r['t_other']:.2f} s"
+            f"{price}")
+
+
 def medians(by: dict, configs: list[str]) -> dict[str, float]:
     return {c: statistics.median(r["tok_s"] for r in by[c]) for c in configs}
 
 
 def table(results: dict, configs: list[str]) -> list[str]:
     lines = ["| prompt | off | " + " | ".join(configs[1:]) + " | best llama.cpp | auto over the best "
-             "| auto's shown speedup | shown over real | real, round by round | auto's baseline over off |",
-             "|---" * (len(configs) + 7) + "|"]
+             "| auto's shown speedup | shown over real | real, round by round | auto's baseline over off "
+             "| auto's verifies over their price |",
+             "|---" * (len(configs) + 8) + "|"]
     for prompt, by in results.items():
         med = medians(by, configs)
         native = {c: med[c] for c in configs if c in NATIVE}
@@ -235,7 +255,7 @@ def table(results: dict, configs: list[str]) -> list[str]:
         against = "–" if shown is None else f"{shown / (med['auto'] / med['off']):.2f}"
         lines.append(f"| {prompt} | " + " | ".join(cells) + f" | {best or '–'} | {vs} "
                      f"| {shown_cell(shown, said)} ({len(said)} of {len(by['auto'])}) | {against} "
-                     f"| {round_spread(by)} | {plain_over_off(by)} |")
+                     f"| {round_spread(by)} | {plain_over_off(by)} | {verify_over_price(by)} |")
     return lines
 
 
@@ -253,6 +273,14 @@ def plain_over_off(by: dict) -> str:
     of the same round: 1.00 where the baseline is what off does, apart from
     the runs' own spread."""
     ratios = [a["baseline"] / o["tok_s"] for o, a in zip(by["off"], by["auto"]) if a.get("baseline") and o["tok_s"] > 0]
+    return f"{statistics.median(ratios):.2f} ({len(ratios)} of {len(by['auto'])})" if ratios else "–"
+
+
+def verify_over_price(by: dict) -> str:
+    """The median, over rounds, of auto's verify time over what its cost
+    model priced those verifies at when it chose them: 1.00 where drafts
+    cost what auto thought; above, auto drafted on a curve too cheap."""
+    ratios = [a["t_verify"] / a["t_verify_priced"] for a in by["auto"] if a.get("t_verify_priced")]
     return f"{statistics.median(ratios):.2f} ({len(ratios)} of {len(by['auto'])})" if ratios else "–"
 
 
@@ -332,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             for c in configs:
                 r = run_one(c, target, draft, ask, texts[name], args)
                 results[name][c].append(r)
-                print(f"round {rnd + 1} · {name} · {c}: {r['tok_s']:.1f} tok/s ({r['tokens']} tokens)", file=sys.stderr)
+                print(f"round {rnd + 1} · {name} · {c}: {r['tok_s']:.1f} tok/s ({r['tokens']} tokens){detail(r)}",
+                      file=sys.stderr)
     lines = table(results, configs)
     summary = by_group(results, rows, configs)
     print("\n".join(lines + ([""] + summary if summary else [])))

@@ -24,6 +24,9 @@ class Round:
     steady: bool = False  # a plain step after costs.warmup_steps plain steps in a row: a baseline sample
     t_draft: float = 0.0
     t_verify: float = 0.0
+    # What the cost model priced this round's decode at when the round was
+    # drafted (seconds): auto chose its length by that price.
+    priced: float = 0.0
     # The round's whole wall time: its draft and verify, and what follows them
     # before the next round (its text, the drafter's observe, the screen's
     # callback); 0.0 where not timed (a round made by hand).
@@ -85,6 +88,9 @@ class TurnStats:
     prefill_tok_s: float = 0.0
     t_draft: float = 0.0
     t_verify: float = 0.0
+    # The verify rounds' decodes as the cost model priced them when each was
+    # drafted: beside t_verify, whether the drafts cost what they were chosen at.
+    t_verify_priced: float = 0.0
     t_plain: float = 0.0
     t_other: float = 0.0  # everything else in the decode wall time (Python, bookkeeping)
     t_decode: float = 0.0  # decode wall time
@@ -138,6 +144,7 @@ def summarize(
     s.per_position_acceptance = per_position_acceptance(verify)
     s.t_draft = sum(r.t_draft for r in rounds)
     s.t_verify = sum(r.t_verify for r in verify)
+    s.t_verify_priced = sum(r.priced for r in verify)
     s.t_plain = sum(r.t_verify for r in plain)
     s.t_decode = t_decode
     s.t_llama = t_llama

@@ -215,6 +215,7 @@ class Engine:
         k = min(self.k, self.target.max_draft, room - 1)
         draft = Draft() if arm else self._drafter_hook(self.drafter.propose, context, k) or Draft()
         draft.tokens = draft.tokens[: max(0, room - 1)]
+        priced = self.costs.step(len(draft.tokens) + 1) if draft.tokens else 0.0
         t1 = time.perf_counter()
         n_kv = len(context) - 1  # KV holds everything but the pending token
         self.target.eval([context[-1]] + draft.tokens, n_logits=len(draft.tokens) + 1)
@@ -244,6 +245,7 @@ class Engine:
             steady=steady,
             t_draft=t1 - t0,
             t_verify=t2 - t1,
+            priced=priced,
             eos=eos,
         )
 

@@ -121,7 +121,18 @@ def _or_none(check):
 
 
 _COUNTS = ("tokens", "verify_rounds", "drafted", "accepted", "prefill_tokens", "plain_steps", "memory_accepted")
-_AMOUNTS = ("alpha", "tok_s", "spec_tok_s", "prefill_tok_s", "t_draft", "t_verify", "t_plain", "t_other", "t_decode")
+_AMOUNTS = (
+    "alpha",
+    "tok_s",
+    "spec_tok_s",
+    "prefill_tok_s",
+    "t_draft",
+    "t_verify",
+    "t_verify_priced",
+    "t_plain",
+    "t_other",
+    "t_decode",
+)
 # What each stats key must hold (stats.TurnStats.to_dict(), server.counts.ServerStats, "drafters"),
 # and how the marker says it. Keys not listed are kept and read by no one.
 _STATS = {

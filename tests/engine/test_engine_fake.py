@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from specchat.decoding.costmodel import CostModel
 from specchat.decoding.sampling import SamplingParams, probs
 from specchat.drafters.base import Draft, Drafter
 from specchat.drafters.ngram import NgramDrafter
@@ -190,6 +191,29 @@ def test_stats_add_up():
     assert s.alpha == pytest.approx(sum(len(r.committed) for r in verify) / max(1, len(verify)))
     assert s.accepted == sum(len(r.accepted) for r in verify)
     assert s.t_other >= 0 and s.t_decode >= s.t_draft + s.t_verify + s.t_plain - 1e-9
+
+
+class SquareCosts(CostModel):
+    """A cost curve that live rounds never move: n positions cost n² ms."""
+
+    def step(self, n: int) -> float:
+        return 1e-3 * n * n
+
+
+def test_every_verify_is_priced_as_the_cost_model_priced_it_and_plain_steps_are_not():
+    """The stats keep what each draft was priced at beside what it took, so a
+    run can say whether auto chose its drafts on true prices."""
+    model = FakeModel(seed=2)
+    turn = Engine(model, NgramDrafter(min_match=1), k=4, costs=SquareCosts()).generate(PROMPT * 3, 60)
+    verify = [r for r in turn.rounds if not r.plain]
+    assert verify and any(r.plain for r in turn.rounds)
+    for r in turn.rounds:
+        judged = r.drafted if r.target is not None else None  # past an end token the draft was cut
+        if r.plain:
+            assert r.priced == 0.0
+        elif judged is not None:
+            assert r.priced == pytest.approx(1e-3 * (judged + 1) ** 2)
+    assert turn.stats.t_verify_priced == pytest.approx(sum(r.priced for r in verify))
 
 
 # --- sampling: the output distribution is the target's ----------------------
