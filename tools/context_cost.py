@@ -42,11 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     sizes = sorted(set(args.sizes) | {1})
+    if min(args.contexts, default=0) < 1 or sizes[0] < 1 or args.repeats < 1:
+        ap.error("contexts, sizes and repeats are counts: 1 or more each (--contexts 30,700 --sizes 1,16 --repeats 5)")
     session = open_session(LoadOptions(args.pair, target=args.target, threads=args.threads), DecodeOptions(drafter="off", k=4))
     try:
         target = session.target
         if max(args.contexts) + max(sizes) + 1 > target.n_ctx:
-            ap.error(f"a context of {max(args.contexts)} and {max(sizes)} positions pass the model's {target.n_ctx}")
+            ap.error(f"a context of {max(args.contexts)} tokens and a batch of {max(sizes)} pass the model's window "
+                     f"of {target.n_ctx} tokens: give smaller --contexts or --sizes")
         tokens = target.tokenize(FILLER.read_text("utf-8"), special=False)
         tokens = (tokens * (max(args.contexts) // max(1, len(tokens)) + 1))[: max(args.contexts)]
         print("context  " + "  ".join(f"{n:>11}" for n in sizes[1:]) + "   plain step (fastest)")

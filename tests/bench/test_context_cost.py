@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tools.context_cost import main
 
 
@@ -21,3 +23,19 @@ def test_one_row_per_context_in_turn_with_every_size(tiny_pair, capsys):
         cells = re.findall(r"(\d+\.\d\d)/\s*(\d+\.\d\d)", r)  # fastest/median, for 2 and 4 positions
         assert len(cells) == 2 and all(float(x) > 0 for cell in cells for x in cell)
         assert re.search(r"\s\d+\.\d ms$", r)  # the plain step
+
+
+@pytest.mark.parametrize("wrong", [["--repeats", "0"], ["--contexts", "0,30"], ["--sizes", "0,4"], ["--contexts", "x"]])
+def test_a_count_below_one_or_not_a_number_is_one_line_before_any_model_loads(wrong, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--target", "/nonexistent.gguf", *wrong])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("python -m tools.context_cost: error: ") and "Traceback" not in "\n".join(err)
+
+
+def test_a_context_past_the_window_says_so(tiny_pair, capsys):
+    target, _ = tiny_pair
+    with pytest.raises(SystemExit):
+        main(["--target", str(target), "--contexts", "100000", "--sizes", "1,4", "--threads", "1"])
+    assert "pass the model's window" in capsys.readouterr().err
