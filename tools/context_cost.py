@@ -22,6 +22,7 @@ from pathlib import Path
 
 import specchat  # noqa: F401  llama.cpp before numpy (app/llamacpp/native.py)
 from specchat.decoding.costmodel import time_decodes
+from specchat.errors import SpecchatError
 from specchat.session.loader import open_session
 from specchat.session.options import DecodeOptions, LoadOptions
 
@@ -44,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted(set(args.sizes) | {1})
     if min(args.contexts, default=0) < 1 or sizes[0] < 1 or args.repeats < 1:
         ap.error("contexts, sizes and repeats are counts: 1 or more each (--contexts 30,700 --sizes 1,16 --repeats 5)")
-    session = open_session(LoadOptions(args.pair, target=args.target, threads=args.threads), DecodeOptions(drafter="off", k=4))
+    try:
+        session = open_session(LoadOptions(args.pair, target=args.target, threads=args.threads),
+                               DecodeOptions(drafter="off", k=4))
+    except SpecchatError as err:  # no such pair or file, not a model
+        ap.error(err.one_line())
     try:
         target = session.target
         if max(args.contexts) + max(sizes) + 1 > target.n_ctx:

@@ -34,6 +34,14 @@ def test_a_count_below_one_or_not_a_number_is_one_line_before_any_model_loads(wr
     assert err[-1].startswith("python -m tools.context_cost: error: ") and "Traceback" not in "\n".join(err)
 
 
+def test_a_model_that_is_not_there_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--target", str(tmp_path / "missing.gguf"), "--repeats", "1"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("python -m tools.context_cost: error: ") and "Traceback" not in "\n".join(err)
+
+
 def test_a_context_past_the_window_says_so(tiny_pair, capsys):
     target, _ = tiny_pair
     with pytest.raises(SystemExit):
