@@ -273,7 +273,7 @@ def plain_over_off(by: dict) -> str:
     of the same round: 1.00 where the baseline is what off does, apart from
     the runs' own spread."""
     ratios = [a["baseline"] / o["tok_s"] for o, a in zip(by["off"], by["auto"]) if a.get("baseline") and o["tok_s"] > 0]
-    return f"{statistics.median(ratios):.2f} ({len(ratios)} of {len(by['auto'])})" if ratios else "–"
+    return median_cell(ratios, len(by["auto"]))
 
 
 def verify_over_price(by: dict) -> str:
@@ -281,7 +281,12 @@ def verify_over_price(by: dict) -> str:
     model priced those verifies at when it chose them: 1.00 where drafts
     cost what auto thought; above, auto drafted on a curve too cheap."""
     ratios = [a["t_verify"] / a["t_verify_priced"] for a in by["auto"] if a.get("t_verify_priced")]
-    return f"{statistics.median(ratios):.2f} ({len(ratios)} of {len(by['auto'])})" if ratios else "–"
+    return median_cell(ratios, len(by["auto"]))
+
+
+def median_cell(ratios: list[float], runs: int) -> str:
+    """The ratios' median, and how many of the runs gave one; "–" where none did."""
+    return f"{statistics.median(ratios):.2f} ({len(ratios)} of {runs})" if ratios else "–"
 
 
 def shown_cell(shown: float | None, said: list[dict]) -> str:

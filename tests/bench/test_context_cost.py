@@ -25,18 +25,13 @@ def test_one_row_per_context_in_turn_with_every_size(tiny_pair, capsys):
         assert re.search(r"\s\d+\.\d ms$", r)  # the plain step
 
 
-@pytest.mark.parametrize("wrong", [["--repeats", "0"], ["--contexts", "0,30"], ["--sizes", "0,4"], ["--contexts", "x"]])
-def test_a_count_below_one_or_not_a_number_is_one_line_before_any_model_loads(wrong, capsys):
+@pytest.mark.parametrize("wrong", [
+    ["--repeats", "0"], ["--contexts", "0,30"], ["--sizes", "0,4"], ["--contexts", "x"],
+    [],  # nothing wrong but the model: no file at its path
+])
+def test_a_count_below_one_not_a_number_or_no_model_is_one_line(wrong, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
-        main(["--target", "/nonexistent.gguf", *wrong])
-    assert stop.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("python -m tools.context_cost: error: ") and "Traceback" not in "\n".join(err)
-
-
-def test_a_model_that_is_not_there_is_one_line(tmp_path, capsys):
-    with pytest.raises(SystemExit) as stop:
-        main(["--target", str(tmp_path / "missing.gguf"), "--repeats", "1"])
+        main(["--target", str(tmp_path / "missing.gguf"), "--repeats", "1", *wrong])
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("python -m tools.context_cost: error: ") and "Traceback" not in "\n".join(err)
