@@ -47,6 +47,7 @@ from textual.color import Color, ColorParseError
 from textual.css.constants import VALID_STYLE_FLAGS
 from textual.theme import Theme
 
+from specchat import paths
 from specchat.textsafe import safe_text
 
 SPEC_VARIABLES = (
@@ -176,6 +177,7 @@ BUILTIN = (DARK, LIGHT, COLORBLIND, HIGH_CONTRAST)
 DEFAULT_THEME = DARK.name
 
 _THEME_FIELDS = {f.name for f in fields(Theme)}
+MAX_THEME_BYTES = 64 << 10  # a theme is a few dozen colours: a bigger file is not one
 # What each key of a theme file must hold; every other key is a colour.
 _KINDS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "name": (str, "a string"),
@@ -304,7 +306,18 @@ def load_user_themes(folder: Path) -> tuple[list[Theme], list[str]]:
         return themes, errors
     for path in sorted(folder.glob("*.toml")):
         try:
-            themes.append(theme_from_toml(path.read_text(encoding="utf-8"), path.stem))
+            themes.append(theme_from_toml(_read_theme(path), path.stem))
+        except paths.NotRegularFile:
+            errors.append(safe_text(f"theme {path}: not a regular file; not loaded"))
+        except paths.TooBig as err:
+            errors.append(safe_text(f"theme {path}: {err.size} bytes, too big for a theme; not loaded"))
         except (ValueError, TypeError, OSError) as err:  # UnicodeDecodeError is a ValueError
-            errors.append(safe_text(f"theme {path}: {err}; not loaded"))
+            errors.append(safe_text(f"theme {path}: {getattr(err, 'strerror', None) or err}; not loaded"))
     return themes, errors
+
+
+def _read_theme(path: Path) -> str:
+    """A theme file's text, read as `paths.read_regular` reads: a FIFO or a
+    device named *.toml never hangs the start, a huge file is refused
+    unread, and a link is followed (themes may be kept with dotfiles)."""
+    return paths.read_regular(path, MAX_THEME_BYTES, follow_links=True).decode("utf-8")

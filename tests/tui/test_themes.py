@@ -4,11 +4,20 @@ keeps accepted and rejected apart without red/green; user TOML themes."""
 from __future__ import annotations
 
 import colorsys
+import os
 
 import pytest
 from textual.color import Color
 
-from specchat.themes import BUILTIN, COLORBLIND, HIGH_CONTRAST, SPEC_VARIABLES, load_user_themes, theme_from_toml
+from specchat.themes import (
+    BUILTIN,
+    COLORBLIND,
+    HIGH_CONTRAST,
+    MAX_THEME_BYTES,
+    SPEC_VARIABLES,
+    load_user_themes,
+    theme_from_toml,
+)
 
 
 def hue(colour: str) -> float:
@@ -53,6 +62,27 @@ def test_user_theme_from_toml(tmp_path):
     assert themes[0].variables["spec-rejected"]  # filled from the defaults
     assert themes[0].dark is False
     assert len(errors) == 2 and "broken.toml" in errors[0] and "unknown key 'colour'" in errors[1]
+
+
+def test_user_themes_folder_with_a_fifo_a_huge_file_a_folder_and_links(tmp_path):
+    """The chat reads this folder before its first screen: nothing planted in
+    it may hang the start or read a huge file, and a link to a theme is one."""
+    good = 'primary = "#123456"\n'
+    os.mkfifo(tmp_path / "pipe.toml")  # a read would wait for a writer forever
+    (tmp_path / "huge.toml").write_text(good + "# " + "x" * MAX_THEME_BYTES + "\n")
+    (tmp_path / "folder.toml").mkdir()
+    kept = tmp_path.parent / "kept-theme.toml"
+    kept.write_text(good)
+    (tmp_path / "linked.toml").symlink_to(kept)
+    (tmp_path / "dangling.toml").symlink_to(tmp_path / "gone.toml")
+    themes, errors = load_user_themes(tmp_path)
+    assert [t.name for t in themes] == ["linked"]
+    by_file = {e.split(": ", 1)[0].rsplit("/", 1)[1]: e for e in errors}
+    assert set(by_file) == {"dangling.toml", "folder.toml", "huge.toml", "pipe.toml"}
+    assert "not a regular file" in by_file["pipe.toml"] and "not a regular file" in by_file["folder.toml"]
+    assert "too big for a theme" in by_file["huge.toml"]
+    assert "No such file" in by_file["dangling.toml"]
+    assert all(e.endswith("; not loaded") and "\n" not in e for e in errors)
 
 
 def test_theme_needs_primary():
