@@ -9,6 +9,7 @@ pairs.toml in the config dir and merged in; that file uses the same schema.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from specchat import paths
 from specchat.errors import SpecchatError
 
 CUSTOM_FILE = "pairs.toml"
+MAX_PAIRS_BYTES = 1 << 20  # a pairs file names a few files each: past this it is no pairs file
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -117,22 +119,15 @@ def load_catalog() -> Catalog:
     builtin = builtin_catalog()
     pairs = dict(builtin.pairs)
     custom_path = custom_pairs_path()
-    if custom_path.is_file():
+    text = _custom_text(custom_path)
+    if text is not None:
         try:
-            data = tomllib.loads(custom_path.read_text("utf-8"))
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
             raise SpecchatError(f"{custom_path} is not valid TOML ({err})", hint="fix or delete that file") from None
-        except UnicodeDecodeError as err:
-            raise SpecchatError(
-                f"{custom_path} is not valid TOML (byte {err.start} is not UTF-8)", hint="fix or delete that file"
-            ) from None
         except RecursionError:
             raise SpecchatError(
                 f"{custom_path} is not valid TOML (nested too deep)", hint="fix or delete that file"
-            ) from None
-        except OSError as err:
-            raise SpecchatError(
-                f"cannot read {custom_path} ({err.strerror or err})", hint="fix or delete that file"
             ) from None
         for name, pair in _parse_pairs(data, source=str(custom_path), custom=True).items():
             if name in pairs:
@@ -167,7 +162,10 @@ def save_custom_pair(name: str, target: ModelFile, draft: ModelFile, description
     """Add or replace a custom pair in pairs.toml, keeping the user's comments."""
     check_name(name)
     path = custom_pairs_path()
-    doc = tomlkit.parse(path.read_text("utf-8")) if path.is_file() else tomlkit.document()
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))  # replacing the link would cut it from the user's copy
+    text = _custom_text(path)
+    doc = tomlkit.document() if text is None else tomlkit.parse(text)
     pairs = doc.setdefault("pairs", tomlkit.table())
     entry = tomlkit.table()
     entry["description"] = description or f"custom: {target.ref} drafted by {draft.ref}"
@@ -175,8 +173,38 @@ def save_custom_pair(name: str, target: ModelFile, draft: ModelFile, description
     entry["draft"] = _inline(draft)
     pairs[name] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(tomlkit.dumps(doc), "utf-8")
-    return path
+    try:
+        paths.write_atomic(path, tomlkit.dumps(doc))  # whole or not at all, never through a planted link
+    except OSError as err:
+        raise SpecchatError(
+            f"cannot save the pair in {path} ({err.strerror or err})", hint="check that folder"
+        ) from None
+    return custom_pairs_path()
+
+
+def _custom_text(path: Path) -> str | None:
+    """The custom pairs file's text, None where there is none. Read as
+    `paths.read_regular` reads (a FIFO or a device there never hangs a
+    command, a huge file is refused unread; a link is followed: the file may
+    be kept with the user's dotfiles). SpecchatError where it is no pairs file."""
+    try:
+        raw = paths.read_regular(path, MAX_PAIRS_BYTES, follow_links=True)
+    except FileNotFoundError:
+        return None
+    except paths.NotRegularFile:
+        raise SpecchatError(f"{path} is not a regular file", hint="fix or delete that file") from None
+    except paths.TooBig as err:
+        raise SpecchatError(
+            f"{path} is {err.size} bytes, too big for a pairs file", hint="fix or delete that file"
+        ) from None
+    except OSError as err:
+        raise SpecchatError(f"cannot read {path} ({err.strerror or err})", hint="fix or delete that file") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecchatError(
+            f"{path} is not valid TOML (byte {err.start} is not UTF-8)", hint="fix or delete that file"
+        ) from None
 
 
 def _inline(f: ModelFile) -> tomlkit.items.InlineTable:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 
+from specchat import paths
 from specchat.errors import SpecchatError
-from specchat.store.catalog import load_catalog, parse_ref, save_custom_pair
+from specchat.store.catalog import MAX_PAIRS_BYTES, load_catalog, parse_ref, save_custom_pair
 
 
 @pytest.fixture
@@ -98,6 +100,46 @@ def test_custom_pairs_are_saved_merged_and_keep_comments(specchat_home):
     assert catalog.get("mine").custom and catalog.get("mine").draft.repo == "a/c-GGUF"
     assert catalog.get("other").same_file
     assert catalog.default == "qwen2.5-coder-1.5b"
+
+
+def test_a_custom_file_that_is_no_pairs_file_is_one_line_and_never_hangs(write_pairs):
+    """Every command reads pairs.toml first: a FIFO, a folder or a huge file
+    there is one line naming it, not a hang, a silent skip or a long read."""
+    path = write_pairs("")
+    path.unlink()
+    os.mkfifo(path)  # a read would wait for a writer forever
+    with pytest.raises(SpecchatError, match="pairs.toml is not a regular file"):
+        load_catalog()
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(SpecchatError, match="pairs.toml is not a regular file"):
+        load_catalog()
+    path.rmdir()
+    write_pairs("# " + "x" * MAX_PAIRS_BYTES + "\n")
+    with pytest.raises(SpecchatError, match="too big for a pairs file") as err:
+        load_catalog()
+    assert err.value.hint == "fix or delete that file"
+    write_pairs("# fine\n")
+    assert load_catalog().default == "qwen2.5-coder-1.5b"
+
+
+def test_saving_a_pair_writes_through_a_linked_file_and_never_half(write_pairs, tmp_path, monkeypatch):
+    kept = tmp_path / "dotfiles" / "pairs.toml"  # the user keeps it with their dotfiles
+    kept.parent.mkdir()
+    kept.write_text("# mine\n")
+    path = write_pairs("")
+    path.unlink()
+    path.symlink_to(kept)
+    save_custom_pair("mine", parse_ref("a/b-GGUF:t.gguf"), parse_ref("a/c-GGUF:d.gguf"))
+    assert path.is_symlink() and kept.read_text().startswith("# mine\n") and "[pairs.mine]" in kept.read_text()
+
+    def full_disk(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(paths, "write_atomic", full_disk)
+    with pytest.raises(SpecchatError, match="cannot save the pair .*No space left on device"):
+        save_custom_pair("other", parse_ref("a/b-GGUF:t.gguf"), parse_ref("a/b-GGUF:t.gguf"))
+    assert "[pairs.other]" not in kept.read_text() and load_catalog().get("mine").custom
 
 
 def test_custom_file_may_not_shadow_a_built_in_pair(write_pairs):
