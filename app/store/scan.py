@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rich import filesize
 
+from specchat import paths
 from specchat.errors import SpecchatError
 from specchat.store import local
 from specchat.store.catalog import load_catalog
@@ -37,6 +38,7 @@ _SPLIT_PART = re.compile(r"-(\d{5})-of-\d{5}\.gguf$", re.IGNORECASE)
 # Folders walked in one place at most: a tool's model folder holds far
 # fewer, and a tree this big (a home folder, a whole disk) is left with one line.
 MAX_FOLDERS = 100_000
+MAX_MANIFEST_BYTES = 1 << 20  # an Ollama manifest names a few blobs in about a kilobyte
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def _ollama(root: Path, problems: list[str]) -> Iterator[tuple[str, Path]]:
                 else "/".join(parts[:-1]) + ":" + parts[-1]
             )
             try:
-                layers = json.loads(manifest.read_bytes())["layers"]
+                layers = json.loads(paths.read_regular(manifest, MAX_MANIFEST_BYTES, follow_links=True))["layers"]
                 digest = next(layer["digest"] for layer in layers if layer.get("mediaType") == OLLAMA_MODEL)
             except (OSError, ValueError, KeyError, TypeError, StopIteration, RecursionError):
                 problems.append(f"{manifest}: not an Ollama manifest naming a model blob; skipped")

@@ -196,12 +196,14 @@ def test_scan_of_given_folders_json_and_a_folder_that_is_not_there(home, tmp_pat
     assert data["targets"] == [] and data["proposed"] == [] and data["added"] == []
 
 
-def test_a_broken_ollama_manifest_is_one_line_and_the_scan_goes_on(home):
+def test_a_broken_or_planted_ollama_manifest_is_one_line_and_the_scan_goes_on(home):
     manifests = home / ".ollama" / "models" / "manifests" / "registry.ollama.ai" / "library" / "m"
     manifests.mkdir(parents=True)
     (manifests / "latest").write_text("{not json")
     (manifests / "other").write_text(json.dumps({"layers": [{"mediaType": "application/vnd.ollama.image.model",
                                                             "digest": "sha256:../../etc/passwd"}]}))  # fmt: skip
+    os.mkfifo(manifests / "pipe")  # a read would wait for a writer forever
+    (manifests / "vast").write_text(" " * scan.MAX_MANIFEST_BYTES + "{}")
     result = cli("models", "scan")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
@@ -210,6 +212,8 @@ def test_a_broken_ollama_manifest_is_one_line_and_the_scan_goes_on(home):
         "skipped:",
         f"  {manifests / 'latest'}: not an Ollama manifest naming a model blob; skipped",
         f"  {manifests / 'other'}: its model digest is not sha256:HEX; skipped",
+        f"  {manifests / 'pipe'}: not an Ollama manifest naming a model blob; skipped",
+        f"  {manifests / 'vast'}: not an Ollama manifest naming a model blob; skipped",
         "no pair proposed: no smaller file shares a target's tokenizer",
     ]
 
