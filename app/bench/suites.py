@@ -21,6 +21,7 @@ from specchat import paths
 from specchat.decoding.schema import GrammarSpec, load_schema
 from specchat.errors import SpecchatError
 
+MAX_FILE_BYTES = 1 << 20  # a prompt or a suite file: past this it would not fit a context anyway
 SUITES = ("code-edit", "summarize", "code-gen", "chat", "math", "json")
 
 
@@ -51,9 +52,12 @@ def load_suite(name: str) -> Suite:
             raise SpecchatError(f"no suite file at {path}", hint="pass a suite name or the path of a .toml file")
         folder: Traversable = path.parent
         try:
-            text = path.read_text("utf-8")
+            text = _text_of(path)
+        except paths.TooBig as err:
+            raise SpecchatError(f"the suite {path} is {_too_big(err)}", hint=SUITE_SHAPE, code=2) from None
         except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
-            raise SpecchatError(f"cannot read the suite {path} ({err})", hint=SUITE_SHAPE, code=2) from None
+            why = getattr(err, "strerror", None) or err
+            raise SpecchatError(f"cannot read the suite {path} ({why})", hint=SUITE_SHAPE, code=2) from None
     elif name in SUITES:
         folder = resources.files("specchat.bench").joinpath("suites")
         text = folder.joinpath(f"{name}.toml").read_text("utf-8")
@@ -133,13 +137,28 @@ def load_prompts(path: str) -> Suite:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text("utf-8")
+        return _text_of(path)
+    except paths.TooBig as err:
+        raise SpecchatError(
+            f"--prompts: {path} is {_too_big(err)}", hint="prompts are UTF-8 text files", code=2
+        ) from None
     except (OSError, UnicodeDecodeError) as err:
         raise SpecchatError(
             f"--prompts: cannot read {path}: {getattr(err, 'strerror', None) or err}",
             hint="prompts are UTF-8 text files",
             code=2,
         ) from None
+
+
+def _text_of(path: Path) -> str:
+    """A suite's or a prompt's text, read as `paths.read_regular` reads: a
+    FIFO swapped in after the checks never hangs the bench, and a huge file
+    is refused unread (a link is followed: the callers judge where it leads)."""
+    return paths.read_regular(path, MAX_FILE_BYTES, follow_links=True).decode("utf-8")
+
+
+def _too_big(err: paths.TooBig) -> str:
+    return f"{err.size:,} bytes, over the {err.limit >> 20} MiB a prompt or a suite may hold"
 
 
 def _read_prompt(path: Path) -> str:

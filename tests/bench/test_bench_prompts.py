@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from specchat.bench.plan import make_plan
 from specchat.bench.report import show
 from specchat.bench.scorecard import Run, overall
-from specchat.bench.suites import load_prompts
+from specchat.bench.suites import MAX_FILE_BYTES, load_prompts
 from specchat.cli.main import app
 from specchat.decoding.stats import TurnStats
 
@@ -56,6 +56,8 @@ def test_a_suite_toml_is_a_suite(tmp_path):
         (lambda d: _write(d / "bad.toml", "[[prompt]\nid = 1"), "{p} is not valid TOML: ", 'a suite file holds [[prompt]] tables: id = "…" and text = "…" (or turns = ["…", "…"])'),
         (lambda d: _write(d / "notext.toml", '[[prompt]]\nid = "a"\n'), "{p}: every [[prompt]] needs an id and a text (or turns)", 'a suite file holds [[prompt]] tables: id = "…" and text = "…" (or turns = ["…", "…"])'),
         (lambda d: _write(d / "none.toml", 'name = "x"\n'), "suite '{p}' has no prompts", "add [[prompt]] tables with id and text"),
+        (lambda d: _folder(d / "vast", {"a.txt": "x" * (MAX_FILE_BYTES + 1)}), "--prompts: {p}/a.txt is 1,048,577 bytes, over the 1 MiB a prompt or a suite may hold", "prompts are UTF-8 text files"),
+        (lambda d: _write(d / "vast.toml", "#" * (MAX_FILE_BYTES + 1)), "--prompts: {p} is 1,048,577 bytes, over the 1 MiB a prompt or a suite may hold", "prompts are UTF-8 text files"),
     ],
 )  # fmt: skip
 def test_each_bad_prompts_path_is_one_line_before_any_model_loads(specchat_home, tmp_path, make, error, hint):
