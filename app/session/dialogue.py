@@ -4,6 +4,8 @@ the status snapshot both give."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -84,34 +86,45 @@ class Dialogue(Generic[TurnT]):
         goes to on_round as it is decoded; `cancel` stops the turn; on_idle
         is called while the source is silent (a server's stream; a local
         model never is), so a feed that batches shows what came. A turn
-        that fails leaves the messages as they were."""
-        self._messages = answered(self._messages)  # a message whose reply failed is not in the prompt
-        message = {"role": "user", "content": user_text}
-        self._messages.append(message)
-        try:
+        that fails leaves the messages as they were, the older turns a
+        prompt too long for the context would have dropped included."""
+        with self._as_they_were_on_failure():
+            self._messages = answered(self._messages)  # a message whose reply failed is not in the prompt
+            self._messages.append({"role": "user", "content": user_text})
             return self._generate(on_round, cancel, on_idle)
-        except BaseException:
-            if self._messages and self._messages[-1] is message:
-                self._messages.pop()
-            raise
 
     def regenerate(self, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None) -> TurnT:
-        """Drop the last reply and generate it again."""
-        if self._messages and self._messages[-1]["role"] == "assistant":
-            self._messages.pop()
-        if not self._messages:
-            raise SpecchatError("nothing to regenerate", hint="send a message first")
-        return self._generate(on_round, cancel, on_idle)
+        """Drop the last reply and generate it again; where that fails, the
+        last reply is still there."""
+        with self._as_they_were_on_failure():
+            if self._messages and self._messages[-1]["role"] == "assistant":
+                self._messages.pop()
+            if not self._messages:
+                raise SpecchatError("nothing to regenerate", hint="send a message first")
+            return self._generate(on_round, cancel, on_idle)
 
     def edit_last(
         self, user_text: str, on_round: OnRound = None, cancel: Cancel = None, on_idle: OnIdle = None
     ) -> TurnT:
-        """Replace the last user message (and its reply) and generate again."""
+        """Replace the last user message (and its reply) and generate again.
+        Where that fails, the last exchange stays out, as the chat takes it
+        off its screen and out of the history when the edit is sent; the
+        older turns are kept (`reply`)."""
         while self._messages and self._messages[-1]["role"] == "assistant":
             self._messages.pop()
         if self._messages:
             self._messages.pop()
         return self.reply(user_text, on_round, cancel, on_idle)
+
+    @contextmanager
+    def _as_they_were_on_failure(self) -> Iterator[None]:
+        """The messages as they were before, where the turn inside raises."""
+        before = list(self._messages)  # each message is replaced, never changed in place
+        try:
+            yield
+        except BaseException:
+            self._messages = before
+            raise
 
     def _generate(self, on_round, cancel, on_idle) -> TurnT:
         raise NotImplementedError
