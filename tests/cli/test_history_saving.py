@@ -17,6 +17,7 @@ import pytest
 from specchat.errors import SpecchatError
 from specchat.history.database import History, Message
 from specchat.session.dialogue import Dialogue, answered
+from specchat.tui.chat.widgets import AssistantMessage, PromptInput
 from tests.support.tui import FakeModels, enter, make_app, notices, ready, saved, send, wait_until
 
 
@@ -113,6 +114,56 @@ async def test_a_failed_turn_leaves_no_message_in_the_history_or_the_prompt(tmp_
         reply = await send(pilot, "three")
         assert stored(app.conversation.history) == [[("user", "three"), ("assistant", reply.text)]]
         assert [m["role"] for m in app.chat.session.messages] == ["user", "assistant"]
+
+
+async def test_a_message_too_long_for_the_context_loses_nothing(tmp_path):
+    """The prompt drops the oldest turns to fit; where even the new message
+    alone does not fit, the turn fails and the conversation is as it was:
+    the model still sees the earlier turns, and the message is back in the
+    prompt, its file with it, to shorten and send again."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        first = await send(pilot, "one")
+        before = app.chat.session.messages
+        attached = tmp_path / "notes.txt"
+        attached.write_text("a note\n")
+        app.chat.attach_file(str(attached))
+        huge = "z" * (app.chat.session.n_ctx + 10)
+        failed = await send(pilot, huge)
+        assert failed.stats == {"drafters": []}
+        assert app.chat.session.messages == before  # the earlier turn is still in the prompt
+        assert app.query_one(PromptInput).text == huge
+        assert [f.path for f in app.chat.attachments] == [attached]
+        assert any("your message is back in the prompt" in n for n in notices(app))
+        assert stored(app.conversation.history) == [[("user", "one"), ("assistant", first.text)]]
+
+
+async def test_a_regenerate_that_fails_keeps_the_last_reply_on_screen_in_the_history_and_the_prompt(tmp_path):
+    models = FailingModels()
+    models.failing = False
+    app = make_app(tmp_path, models=models)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        first = await send(pilot, "one")
+        before = app.chat.session.messages
+        models.failing = True
+        await pilot.press("ctrl+r")
+        await wait_until(pilot, lambda: any("the model failed" in n for n in notices(app)))
+        await wait_until(pilot, lambda: not app.chat.generating)
+        saved(app)
+        shown = [r for r in app.query(AssistantMessage) if r.display]
+        assert [r.text for r in shown] == [first.text] and len(app.query(AssistantMessage)) == 1
+        assert app.chat.session.messages == before
+        assert stored(app.conversation.history) == [[("user", "one"), ("assistant", first.text)]]
+        assert any(n.endswith("; the last reply is kept") for n in notices(app))
+        models.failing = False
+        await pilot.press("ctrl+r")  # a regenerate that succeeds replaces it, on screen and stored
+        await wait_until(pilot, lambda: len(app.query(AssistantMessage)) == 1 and app.query(AssistantMessage).last() is not shown[0])
+        await wait_until(pilot, lambda: not app.chat.generating)
+        saved(app)
+        again = app.query(AssistantMessage).last()
+        assert stored(app.conversation.history) == [[("user", "one"), ("assistant", again.text)]]
 
 
 async def test_a_reply_that_never_came_stays_out_of_the_prompt_when_the_chat_goes_on(tmp_path):

@@ -28,6 +28,7 @@ from specchat.tui.chat.chatlog import ChatLog
 from specchat.tui.chat.keys import ACTIONS, legend_keys
 from specchat.tui.chat.panels import StatsPanel, StatusBar
 from specchat.tui.chat.stream import STATUS_SECONDS, Pacer, ReplyDone, ReplyFailed, RoundFeed, RoundsReady
+from specchat.tui.chat.takeback import TakeBack
 from specchat.tui.chat.widgets import PromptInput, StatsLine
 from specchat.tui.parts.branching import Branches, branch_note
 from specchat.tui.parts.copying import CopyKeys
@@ -71,6 +72,7 @@ class ChatScreen(Screen):
         self.show_rejected = False  # in replies that ended (ctrl+t); a streaming reply shows them
         self.quit_code: int | None = None  # a signal asked to quit once the reply under way has ended
         self._status_time = 0.0
+        self.takeback = TakeBack()  # what the turn under way gives back where it fails
         self.branches, self.knobs, self.files, self.copies = Branches(self), Knobs(self), FileKeys(self), CopyKeys(self)
 
     def compose(self) -> ComposeResult:
@@ -159,6 +161,7 @@ class ChatScreen(Screen):
         one), with the files attached to it."""
         self.query_one(PromptInput).clear()
         files = self.chat.take_attachments()
+        self.takeback.sent(text, files)
         kind = self.chat.send_kind()
         if kind == "edit":
             self.chat.conversation.drop_last_exchange(self.query_one(ChatLog).drop_last_exchange())
@@ -215,6 +218,7 @@ class ChatScreen(Screen):
         stats = turn.stats.to_dict()
         stats["drafters"] = msg.drafters
         msg.reply.end(stats, turn.finish)
+        self.takeback.replaced(self.chat)
         self.chat.conversation.replied(turn.text, turn.finish, stats, msg.reply.spans)
         note = branch_note(stats, self.chat.branched_from)  # before the turn ends, which drops what it asked again
         self.finish_generation()
@@ -230,10 +234,12 @@ class ChatScreen(Screen):
         msg.reply.end({"drafters": []}, "error")
         msg.reply.query_one(StatsLine).update(Content(safe_text(f"failed: {text}")))
         self.chat.conversation.turn_failed(msg.sent)  # a failed turn leaves no message in the history
+        text += self.takeback.failed(msg.reply, self.query_one(PromptInput), self.chat)
         self.notify(text, title="generation failed", severity="error", timeout=10)
         self.finish_generation()
 
     def finish_generation(self) -> None:
+        self.takeback.clear()
         if self.quit_code is not None:
             self.app.exit(return_code=self.quit_code)
         self.chat.end_turn()
@@ -323,10 +329,8 @@ class ChatScreen(Screen):
     def action_regenerate(self) -> None:
         if not self.chat.can_regenerate():
             return
-        reply, had_reply = self.query_one(ChatLog).last_reply(), self.chat.conversation.last_is_reply
-        if reply is not None and had_reply:
-            reply.remove()
-        self.chat.conversation.drop_last_reply(had_reply and reply is not None)
+        reply = self.query_one(ChatLog).last_reply()
+        self.takeback.regenerating(reply if self.chat.conversation.last_is_reply else None, self.chat)
         self.start("regenerate", "")
 
     def action_edit_last(self) -> None:

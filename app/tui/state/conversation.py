@@ -134,8 +134,13 @@ class Conversation:
         self._save(Stored("assistant", text, finish, stats, spans))
         self.turns.append(stats)
 
+    def regenerating(self) -> None:
+        """A regenerate begins: its reply joins the memory as this conversation's."""
+        self._own()
+
     def drop_last_reply(self, had_reply: bool) -> None:
-        """Before a regenerate: the session drops its last reply itself."""
+        """A regenerate's new reply is here (or there was no reply to keep):
+        the last one leaves the history; the session dropped it itself."""
         if had_reply and self.turns:
             self.turns.pop()
         self._drop_last("assistant")
