@@ -173,7 +173,7 @@ def schema_spec(schema: object, name: str = "schema") -> GrammarSpec:
         )
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    _check_repeats(schema, name)
+    _check_what_hangs(schema, name)
     try:
         gbnf = json_schema_to_gbnf(json.dumps(schema))
     except Exception as err:  # the converter raises plain exceptions for what it cannot express
@@ -185,9 +185,10 @@ def schema_spec(schema: object, name: str = "schema") -> GrammarSpec:
     return GrammarSpec(dumps_layout(gbnf), name, schema, ignored_keywords(schema))
 
 
-def _check_repeats(schema: dict, name: str) -> None:
-    """A repeat count the converter would write out millions of times (and
-    hang on) is refused before it starts."""
+def _check_what_hangs(schema: dict, name: str) -> None:
+    """What the converter would hang on is refused before it starts: a
+    repeat count it would write out millions of times, and a pattern its
+    reader loops on."""
     todo = [schema]
     while todo:
         node = todo.pop()
@@ -202,7 +203,40 @@ def _check_repeats(schema: dict, name: str) -> None:
                         hint=f"lower {key}, or leave it out",
                         code=2,
                     )
+            pattern = node.get("pattern")
+            if isinstance(pattern, str) and (at := _bare_closer(pattern)) is not None:
+                raise SpecchatError(
+                    f"{name} has the pattern {pattern!r}, whose {pattern[at]!r} at character {at + 1} closes "
+                    "nothing: the grammar converter cannot read it",
+                    hint=f"escape it as \\{pattern[at]}, or put it in a class: [{pattern[at]}]",
+                    code=2,
+                )
             todo.extend(v for k, v in node.items() if k not in ("enum", "const", "default", "examples"))  # data
+
+
+def _bare_closer(pattern: str) -> int | None:
+    """Where a pattern holds a ']' or a '}' that opens nothing, read as the
+    converter reads (llama_grammar's _visit_pattern, which loops forever on
+    one, where a regex takes it as itself): an escape is two characters, a
+    [class] and a {count} run to their first closer. None where there is none."""
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+        elif c == "[":
+            i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+        elif c == "{":
+            close = pattern.find("}", i)
+            i = n if close < 0 else close + 1
+        elif c in "]}":
+            return i
+        else:
+            i += 1
+    return None
 
 
 def dumps_layout(gbnf: str) -> str:

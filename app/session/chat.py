@@ -378,5 +378,6 @@ def too_long(prompt: int, system: int, room: int, n_ctx: int) -> SpecchatError:
             hint="shorten it (/system in the chat, --system for run) or raise the context (--ctx, ctx in settings.toml)",
         )
     return SpecchatError(
-        f"the prompt is {prompt} tokens; the context holds {n_ctx}", hint="shorten the message or raise --ctx"
+        f"the prompt is {prompt} tokens; the context holds {n_ctx}",
+        hint="shorten the message or raise the context (--ctx, ctx in settings.toml)",
     )

@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from textual import events
 
 from specchat.config import Settings
@@ -111,6 +113,37 @@ def test_repeat_counts_the_converter_would_write_out_are_refused():
     assert err.value.hint == "lower maxLength, or leave it out"
     # An enum value is data, not a schema: its keys are not counted.
     assert schema_spec({"enum": [{"maxLength": 1_000_000}]}, "data.json").ignored == ()
+
+
+def test_a_pattern_with_a_closer_that_opens_nothing_is_one_line_not_a_hang():
+    """llama.cpp's converter loops forever on a ']' or '}' that opens nothing
+    (a regex reads `^a]$` as itself): refused, naming the character."""
+    with pytest.raises(SpecchatError) as err:
+        schema_spec({"type": "object", "properties": {"t": {"type": "string", "pattern": "^]0;T$"}}}, "s.json")
+    assert err.value.message == (
+        "s.json has the pattern '^]0;T$', whose ']' at character 2 closes nothing: the grammar converter cannot read it"
+    )
+    assert err.value.hint == "escape it as \\], or put it in a class: []]"
+    for fine in ("^[a]$", "^\\]$", "^a{2}$", "^[\\]x]$"):
+        schema_spec({"type": "string", "pattern": fine}, "fine.json")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab^$.|()[]{}*+?\\,2", max_size=10))
+def test_any_pattern_converts_or_is_refused_in_one_line_and_never_hangs(pattern):
+    box: dict = {}
+
+    def convert() -> None:
+        try:
+            box["spec"] = schema_spec({"type": "string", "pattern": f"^{pattern}$"}, "p.json")  # as the converter asks
+        except SpecchatError as err:
+            box["error"] = err
+
+    worker = threading.Thread(target=convert, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), f"the converter hangs on ^{pattern}$"
+    assert box, "neither a grammar nor one error line"
 
 
 def test_schema_files_too_big_or_too_deep_to_read_are_one_error(tmp_path):
