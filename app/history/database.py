@@ -168,6 +168,10 @@ class History:
 
     @_locked
     def load(self, conv_id: int) -> Conversation:
+        """A stored conversation with its messages; KeyError where no
+        conversation has that id (one past SQLite's 64-bit ids included)."""
+        if not -(2**63) <= conv_id < 2**63:
+            raise KeyError(conv_id)
         row = self.db.execute(
             "SELECT id, title, pair, updated, 0, parent_id, system FROM conversations WHERE id = ?", (conv_id,)
         ).fetchone()

@@ -48,9 +48,11 @@ def test_history_show_prints_the_conversation_and_an_unknown_id_is_one_line(spec
     first, _ = stored()
     r = CliRunner().invoke(app, ["history", "show", str(first)])
     assert r.exit_code == 0 and "# Tell me about cats" in r.stdout and "Cats sleep all day." in r.stdout
-    r = CliRunner().invoke(app, ["history", "show", "999"])
-    assert r.exit_code != 0 and "no stored conversation has id 999" in r.output and "history list" in r.output
-    assert "Traceback" not in r.output
+    for unknown in ("999", str(2**63), "99999999999999999999999"):  # past SQLite's 64-bit ids too
+        r = CliRunner().invoke(app, ["history", "show", unknown])
+        assert r.exit_code != 0 and f"no stored conversation has id {unknown}" in r.output, r.output
+        assert "history list" in r.output and "Traceback" not in r.output
+        assert r.exception is None or isinstance(r.exception, SystemExit)
 
 
 def test_continue_takes_the_last_conversation_and_an_unknown_id_is_refused(specchat_home):
@@ -71,8 +73,10 @@ def test_continue_takes_the_last_conversation_and_an_unknown_id_is_refused(specc
 
 
 def test_the_chat_given_an_unknown_conversation_says_so_before_it_starts(specchat_home):
-    r = CliRunner().invoke(app, ["--conversation", "42"])
-    assert r.exit_code != 0 and "no stored conversation has id 42" in r.output and "Traceback" not in r.output
+    for unknown in ("42", "99999999999999999999999"):
+        r = CliRunner().invoke(app, ["--conversation", unknown])
+        assert r.exit_code != 0 and f"no stored conversation has id {unknown}" in r.output and "Traceback" not in r.output
+        assert r.exception is None or isinstance(r.exception, SystemExit)
 
 
 async def test_the_chat_reopens_the_conversation_once_the_pair_has_loaded(tmp_path):
