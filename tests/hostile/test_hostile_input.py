@@ -226,7 +226,7 @@ def test_ctrl_c_ends_a_bind_in_progress(tmp_path, tiny_pair):
       "required": ["name"], "additionalProperties": False, "title": "T", "description": "d"}, ()),
 ])
 def test_ignored_keywords_are_the_ones_the_converter_reads_past(schema, ignored):
-    from specchat.decoding.schema import ignored_keywords
+    from specchat.decoding.converter import ignored_keywords
 
     assert ignored_keywords(schema) == ignored
 
