@@ -34,12 +34,35 @@ async def test_deleting_the_open_conversation_in_f3_starts_a_new_one_with_the_ne
         history = app.conversation.history
         await pilot.press("f3")
         await wait_until(pilot, lambda: app.screen.__class__.__name__ == "HistoryScreen")
-        await pilot.press("d")  # the open conversation, the only one
+        await pilot.press("d")  # the open conversation, the only one: a first d asks
+        assert len(history.list()) == 1 and notices(app)[-1] == "press d again to delete this conversation; it cannot be undone"
+        await pilot.press("d")
         await pilot.press("escape")
         assert history.list() == []
         second = await send(pilot, "again")
         assert stored(history) == [[("user", "again"), ("assistant", second.text)]]
         assert first.text and not [n for n in notices(app) if "save" in n]
+
+
+async def test_f3_never_deletes_the_conversation_a_reply_is_being_written_to(tmp_path):
+    """Deleted mid-reply, its question went with it and the reply came back
+    alone, as a conversation of its own."""
+    app = make_app(tmp_path, models=FakeModels(step_seconds=0.03, max_tokens=150), drafter="off")  # 4.5 s a reply
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await enter(pilot, "and a long one")
+        await wait_until(pilot, lambda: app.chat.generating and app.conversation.id is not None)
+        await pilot.press("f3")
+        await wait_until(pilot, lambda: app.screen.__class__.__name__ == "HistoryScreen")
+        await pilot.press("d", "d")
+        assert notices(app)[-1].startswith("a reply is being written to this conversation")
+        await pilot.press("escape", "escape")  # the dialog, then the reply: stopped, it is kept as it stands
+        await wait_until(pilot, lambda: not app.chat.generating)
+        saved(app)
+        reply = app.query("AssistantMessage").last()
+        assert [[role for role, _ in c] for c in stored(app.conversation.history)] == [["user", "assistant"] * 2]
+        assert stored(app.conversation.history)[0][-1] == ("assistant", reply.text)
 
 
 async def test_a_conversation_deleted_by_another_process_goes_on_as_a_new_one(tmp_path):

@@ -319,7 +319,8 @@ class ChatScreen(Screen):
             if conv_id is not None and not self.busy():
                 self.load_conversation(conv_id)
 
-        self.app.push_screen(HistoryScreen(self.chat.conversation.history, paths.data_dir() / "exports"), chosen)
+        history = HistoryScreen(self.chat.conversation.history, paths.data_dir() / "exports", self.chat.replying_to)
+        self.app.push_screen(history, chosen)
 
     async def action_markdown(self) -> None:
         reply = self.query_one(ChatLog).last_reply()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import on, work
@@ -101,7 +102,7 @@ class TextPrompt(ModalScreen[str | None]):
         self.dismiss(text if text or self.empty_ok else None)
 
 
-HISTORY_TITLE = "Conversations  (enter open · s search · r rename · d delete · e export)"
+HISTORY_TITLE = "Conversations  (enter open · s search · r rename · d d delete · e export)"
 
 
 class HistoryScreen(ModalScreen[int | None]):
@@ -116,10 +117,12 @@ class HistoryScreen(ModalScreen[int | None]):
         Binding("e", "export", "Export Markdown"),
     ]
 
-    def __init__(self, history: History, export_dir: Path) -> None:
+    def __init__(self, history: History, export_dir: Path, replying: Callable[[], int | None] = lambda: None) -> None:
         super().__init__()
         self.history, self.export_dir = history, export_dir
+        self.replying = replying  # the conversation a reply is being written to now (None: none)
         self.found: list[Found] | None = None  # a search's matches, shown instead of every conversation
+        self._doomed: int | None = None  # the conversation a first d asked about: a second deletes it
 
     def compose(self) -> ComposeResult:
         with Vertical(id="history", classes="dialog"):
@@ -182,13 +185,28 @@ class HistoryScreen(ModalScreen[int | None]):
 
         self.app.push_screen(TextPrompt("Rename conversation", conv.title), done)
 
+    @on(OptionList.OptionHighlighted)
+    def moved(self) -> None:
+        self._doomed = None  # a d asks again for the conversation it is on
+
     def action_delete(self) -> None:
+        """Delete the highlighted conversation at a second d (there is no
+        undo), never the one a reply is being written to."""
         conv_id = self._selected()
-        if conv_id is not None:
-            self.history.delete(conv_id)
-            self.found = None  # its matches went with it: the whole list again
-            self.query_one("#history-title", Static).update(HISTORY_TITLE)
-            self.refresh_list()
+        if conv_id is None:
+            return
+        if conv_id == self.replying():
+            self.notify("a reply is being written to this conversation: let it end (or stop it with esc) first")
+            return
+        if self._doomed != conv_id:
+            self._doomed = conv_id
+            self.notify("press d again to delete this conversation; it cannot be undone", timeout=4)
+            return
+        self._doomed = None
+        self.history.delete(conv_id)
+        self.found = None  # its matches went with it: the whole list again
+        self.query_one("#history-title", Static).update(HISTORY_TITLE)
+        self.refresh_list()
 
     def action_export(self) -> None:
         conv_id = self._selected()

@@ -90,6 +90,10 @@ class ChatController:
             return Notice(f"still binding {self.binding}: a moment", "warning")
         return None
 
+    def replying_to(self) -> int | None:
+        """The stored conversation a reply is being written to now (F3 will not delete it), or None."""
+        return self.conversation.id if self.generating else None
+
     # --- the drafter and k --------------------------------------------------------------
 
     def k_to_open(self) -> int | None:
