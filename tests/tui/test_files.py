@@ -95,7 +95,7 @@ async def test_the_picker_in_a_folder_nested_1100_deep_lists_its_files_and_the_c
             await wait_until(pilot, lambda: options.option_count == 1)
             assert str(options.get_option_at_index(0).prompt) == f"{(bottom / 'deep.txt').relative_to(folder)}  14 B"
             await pilot.press("escape")
-            await wait_until(pilot, lambda: prompt.text == "look at @")
+            await wait_until(pilot, lambda: prompt.text == "look at @deep")  # what was typed in the picker too
 
 
 async def open_picker(pilot) -> FilePicker:
@@ -171,7 +171,7 @@ async def test_at_opens_the_picker_and_attaches_the_file_picked(folder):
         assert app.query_one(PromptInput).text == ""
 
 
-async def test_an_at_inside_a_word_or_left_with_esc_is_typed(folder):
+async def test_an_at_inside_a_word_or_left_with_esc_is_typed_with_what_follows_it(folder):
     app = make_app(folder / "data")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
@@ -182,7 +182,15 @@ async def test_an_at_inside_a_word_or_left_with_esc_is_typed(folder):
         await wait_until(pilot, lambda: isinstance(app.screen, FilePicker))
         await pilot.press("escape")
         await wait_until(pilot, lambda: prompt.text == "me@x @")
-        assert not app.chat.attachments
+        await pilot.press("space", "@")  # a word after the @ goes back to the prompt, whole
+        await wait_until(pilot, lambda: isinstance(app.screen, FilePicker))
+        await pilot.press(*"property", "escape")
+        await wait_until(pilot, lambda: prompt.text == "me@x @ @property")
+        await pilot.press("space", "@")  # and where no file is named so, Enter gives it back too, unsent
+        await wait_until(pilot, lambda: isinstance(app.screen, FilePicker))
+        await pilot.press(*"zzqq", "enter")
+        await wait_until(pilot, lambda: prompt.text == "me@x @ @property @zzqq")
+        assert not app.chat.attachments and not app.query(AssistantMessage)
 
 
 def reply_says(app, text: str) -> None:

@@ -120,9 +120,11 @@ def size_label(path: Path) -> str:
 
 
 class FilePicker(ModalScreen[str | None]):
-    """Pick a file to attach: type to narrow, Enter attaches, Esc leaves.
-    The files are found on a worker and the list grows as they come: a big
-    folder never holds up the chat, and Esc stops the walk."""
+    """Pick a file to attach: type to narrow, Enter attaches, Esc leaves
+    (as does Enter where no file matches), and what was typed after the @
+    goes back to the prompt. The files are found on a worker and the list
+    grows as they come: a big folder never holds up the chat, and Esc
+    stops the walk."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), Binding("down", "down", show=False)]
 
@@ -140,6 +142,7 @@ class FilePicker(ModalScreen[str | None]):
         self.sizes: dict[str, str] = {}  # each file's size_label
         self.binary = 0  # binary files the walk found and left out
         self.matches: list[str] = []
+        self.typed = ""  # what was typed after the @: the prompt's again where no file is picked
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="file-picker"):
@@ -200,6 +203,7 @@ class FilePicker(ModalScreen[str | None]):
 
     @on(Input.Changed)
     def narrowed(self, event: Input.Changed) -> None:
+        self.typed = event.value
         self.show_matches(event.value)
 
     def show_matches(self, query: str) -> None:
@@ -226,6 +230,8 @@ class FilePicker(ModalScreen[str | None]):
         options = self.query_one(OptionList)
         if options.highlighted is not None and self.matches:
             self.dismiss(self.matches[options.highlighted])
+        else:
+            self.dismiss(None)  # no file by that name: it was text after all
 
     @on(OptionList.OptionSelected)
     def picked(self, event: OptionList.OptionSelected) -> None:
@@ -266,14 +272,16 @@ class FileKeys:
         """The file picker (an @ typed in the prompt): the file picked is attached."""
         view = self.view
 
+        picker = FilePicker(Path.cwd())
+
         def picked(path: str | None) -> None:
             if path is None:
-                view.type_in_prompt("@")  # an @ after all: an address, a handle
+                view.type_in_prompt("@" + picker.typed)  # an @ after all (an address, @property), as typed
                 return
             view.tell(view.chat.attach_file(path))
             view.set_status()
 
-        view.app.push_screen(FilePicker(Path.cwd()), picked)
+        view.app.push_screen(picker, picked)
 
     def diff(self) -> None:
         """Show the last reply's rewrite of an attached file as a diff, to write back or not."""

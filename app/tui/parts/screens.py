@@ -107,7 +107,7 @@ HISTORY_TITLE = "Conversations  (enter open · s search · r rename · d d delet
 
 class HistoryScreen(ModalScreen[int | None]):
     """Past conversations: Enter opens, s searches every message, r renames,
-    d deletes, e exports."""
+    d deletes (a second d, as there is no undo), e exports."""
 
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Close"),
