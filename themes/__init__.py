@@ -174,6 +174,7 @@ HIGH_CONTRAST = Theme(
 )
 
 BUILTIN = (DARK, LIGHT, COLORBLIND, HIGH_CONTRAST)
+BUILTIN_NAMES = frozenset(t.name for t in BUILTIN)
 DEFAULT_THEME = DARK.name
 
 _THEME_FIELDS = {f.name for f in fields(Theme)}
@@ -304,9 +305,15 @@ def load_user_themes(folder: Path) -> tuple[list[Theme], list[str]]:
     errors: list[str] = []
     if not folder.is_dir():
         return themes, errors
+    taken = set(BUILTIN_NAMES)
     for path in sorted(folder.glob("*.toml")):
         try:
-            themes.append(theme_from_toml(_read_theme(path), path.stem))
+            theme = theme_from_toml(_read_theme(path), path.stem)
+            if theme.name in taken:  # it would replace that theme without a word
+                whose = "a built-in theme" if theme.name in BUILTIN_NAMES else "a theme loaded before it"
+                raise ValueError(f"the name {theme.name!r} is taken by {whose}")
+            taken.add(theme.name)
+            themes.append(theme)
         except paths.NotRegularFile:
             errors.append(safe_text(f"theme {path}: not a regular file; not loaded"))
         except paths.TooBig as err:

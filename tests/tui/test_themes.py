@@ -85,6 +85,18 @@ def test_user_themes_folder_with_a_fifo_a_huge_file_a_folder_and_links(tmp_path)
     assert all(e.endswith("; not loaded") and "\n" not in e for e in errors)
 
 
+def test_a_user_theme_never_takes_the_name_of_a_built_in_or_of_another(tmp_path):
+    (tmp_path / "a.toml").write_text(f'name = "{BUILTIN[0].name}"\nprimary = "#ff00ff"\n')
+    (tmp_path / "b.toml").write_text('name = "Dup"\nprimary = "#111111"\n')
+    (tmp_path / "c.toml").write_text('name = "Dup"\nprimary = "#222222"\n')
+    themes, errors = load_user_themes(tmp_path)
+    assert [(t.name, t.primary) for t in themes] == [("Dup", "#111111")]
+    assert errors == [
+        f"theme {tmp_path / 'a.toml'}: the name '{BUILTIN[0].name}' is taken by a built-in theme; not loaded",
+        f"theme {tmp_path / 'c.toml'}: the name 'Dup' is taken by a theme loaded before it; not loaded",
+    ]
+
+
 def test_theme_needs_primary():
     with pytest.raises(ValueError, match="primary"):
         theme_from_toml('name = "x"\n', "x")
