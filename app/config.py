@@ -78,9 +78,15 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def load_settings(path: Path | None = None) -> Settings:
-    """The settings, or the defaults where the file is missing or bad."""
-    return read_settings(path).settings
+def load_settings(path: Path | None = None, warn: Callable[[str], None] | None = None) -> Settings:
+    """The settings, or the defaults where the file is missing or bad; each
+    problem found goes to `warn` (a command's warning line: the chat shows
+    them as notices instead, from read_settings)."""
+    loaded = read_settings(path)
+    if warn is not None:
+        for problem in loaded.errors:
+            warn(problem)
+    return loaded.settings
 
 
 def read_settings(path: Path | None = None) -> Loaded:

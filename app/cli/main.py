@@ -193,7 +193,7 @@ def run(
 ) -> None:
     """Generate one reply and show how speculation did. On a terminal the
     reply streams in colour; piped or redirected, stdout is the reply alone."""
-    from specchat import checks
+    from specchat import checks, kept
     from specchat.cli.run import run_once
     from specchat.config import load_settings
     from specchat.decoding.sampling import SamplingParams
@@ -201,7 +201,7 @@ def run(
     from specchat.session.loader import open_session
     from specchat.session.options import DecodeOptions, load_options
 
-    settings = load_settings()  # read once: the loading options, and whether the memory drafts
+    settings = load_settings(warn=kept.warn)  # read once: the loading options, and whether the memory drafts
     load = load_options(  # a bad flag is one line before any file is read
         pair,
         target,

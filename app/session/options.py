@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from specchat import checks
+from specchat import checks, kept
 from specchat.config import Settings, load_settings
 from specchat.decoding.sampling import SamplingParams
 
@@ -65,7 +65,7 @@ def load_options(
     """LoadOptions from a command's flags (None: not given; each checked here,
     a bad one is one line), then SPECCHAT_EXTRA_BUFTS, then `settings`
     (settings.toml where not given)."""
-    s = load_settings() if settings is None else settings
+    s = load_settings(warn=kept.warn) if settings is None else settings  # a command's: its problems on stderr
     bufts, where = _extra_bufts(extra_bufts, s)
     return LoadOptions(
         pair,

@@ -63,6 +63,25 @@ def test_an_empty_model_path_is_one_error_line(specchat_home, args, flag):
     ]
 
 
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("threads = 1\noops\n", "settings.toml: Expected '=' after a key in a key/value pair (at line 2, column 5); using the defaults"),
+        ('threads = "abc"\n', "settings.toml, line 1: threads should be a whole number, not 'abc'; using 0"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("command", [["run", "hi", "--pair"], ["bench", "--pair"], ["models", "check"]])
+def test_a_command_warns_of_a_settings_file_it_cannot_use_as_the_chat_does(specchat_home, text, problem, command):
+    """The chat shows these as notices; a command ran on the defaults without a word."""
+    path = specchat_home / "config" / "settings.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    result = cli(*command, "no-such-pair")
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: {path.parent}/") and problem in warnings[0], result.stderr
+    assert result.stderr.splitlines()[-2].startswith("error: ")  # and the command's own error after it
+
+
 def test_the_real_command_refuses_an_empty_pair_too(specchat_home):
     done = specchat("models", "check", "", env={"SPECCHAT_HOME": str(specchat_home)})
     assert done.returncode == 1
@@ -275,4 +294,5 @@ async def test_the_chat_says_the_system_prompt_is_too_long(tmp_path):
         await wait_until(pilot, lambda: any(n.title == "generation failed" for n in app._notifications))
         failed = [n.message for n in app._notifications if n.title == "generation failed"]
         assert failed == [f"the system prompt alone is {len(BIG)} tokens of the context's 4096 (shorten it "
-                          "(/system in the chat, --system for run) or raise the context (--ctx, ctx in settings.toml))"]  # fmt: skip
+                          "(/system in the chat, --system for run) or raise the context (--ctx, ctx in settings.toml)); "
+                          "your message is back in the prompt"]  # fmt: skip
