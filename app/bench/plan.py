@@ -58,6 +58,16 @@ def items(text: str) -> list[str]:
     return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
 
 
+def _whole(text: str, option: str, example: str) -> int:
+    """A count the user typed for `option`, or one line naming what it got."""
+    try:
+        return int(text)
+    except ValueError:
+        raise SpecchatError(
+            f"{option} takes whole numbers, got {text!r}", hint=f"for example {example}", code=2
+        ) from None
+
+
 def make_plan(
     suites: str,
     drafters: str,
@@ -77,15 +87,12 @@ def make_plan(
     from specchat.bench import public
 
     names = items(drafters)
-    try:
-        for item in names:
-            name, _, fixed = item.partition(":")
-            checks.drafter(name, "--drafters")
-            if fixed:
-                checks.k(int(fixed), f"--drafters {name}:K")
-        k_values = [int(k) for k in items(ks)]
-    except ValueError:
-        raise SpecchatError(f"--k takes whole numbers, got {ks!r}", hint="for example --k 1,2,4,8", code=2) from None
+    for item in names:
+        name, colon, fixed = item.partition(":")
+        checks.drafter(name, "--drafters")
+        if colon:
+            checks.k(_whole(fixed, f"--drafters {name}:K", f"--drafters {name}:8"), f"--drafters {name}:K")
+    k_values = [_whole(k, "--k", "--k 1,2,4,8") for k in items(ks)]
     for k in k_values:
         checks.k(k)
     checks.max_tokens(max_tokens)

@@ -191,7 +191,10 @@ def test_auto_is_accepted_once_the_registry_has_it():
     "args, message",
     [
         (("math", "off,bogus", "4"), "unknown drafter 'bogus'"),
-        (("math", "ngram", "4,x"), "--k takes whole numbers"),
+        (("math", "ngram", "4,x"), "--k takes whole numbers, got 'x'"),
+        (("math", "ngram:abc", ""), "--drafters ngram:K takes whole numbers, got 'abc'"),
+        (("math", "ngram:4:5", "4"), "--drafters ngram:K takes whole numbers, got '4:5'"),
+        (("math", "ngram:", "4"), "--drafters ngram:K takes whole numbers, got ''"),
         (("math", "ngram", "0"), "--k 0 is out of range: it must be between 1 and 64"),
         (("math", "ngram:70", "4"), "--drafters ngram:K 70 is out of range"),
         (("poetry", "ngram", "4"), "unknown suite 'poetry'"),
