@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.text import Text
@@ -307,13 +310,17 @@ def run_once(
             session.remember(history.replies())  # taken in before the turn's clock starts
     except sqlite3.Error as err:
         _warn(f"cannot read the history ({err}); this reply drafts without it")
-    turn = session.reply(prompt, on_round=out.round if out else None)
+    with stopped_by_signals() as stopped:
+        turn = session.reply(prompt, on_round=out.round if out else None, cancel=stopped.cancel)
     kept = save_turn(history, lambda h: record(h, session, prompt, turn))
-    if identical:
+    if identical and not stopped.by:
         check_identical(session, turn)
     if out is None:
         if lost := write_stdout(safe_json(as_json(session, turn)) + "\n"):
             raise lost_error(lost, kept)
+        if stopped.by:
+            _warn(stopped.line(kept))
+            return stopped.code
         measure_after(session, measure_for)
         return 0
     out.kept = kept
@@ -326,5 +333,47 @@ def run_once(
         out.note(turn.drafter_failed, "yellow")
     if turn.finish == "context":
         out.note("stopped: the context is full", "yellow")
+    if stopped.by:
+        out.note(stopped.line(kept), "yellow")
+        return stopped.code
     measure_after(session, measure_for)
     return 0
+
+
+class Stopped:
+    """The signal that stopped a reply, if one did: SIGINT (ctrl-c), SIGTERM
+    or SIGHUP (the terminal went away) sets `cancel`, and the engine ends the
+    turn at its next round, as Esc does in the chat."""
+
+    def __init__(self) -> None:
+        self.cancel = threading.Event()
+        self.by: signal.Signals | None = None
+
+    def stop(self, signum: int, frame) -> None:
+        if self.cancel.is_set():
+            raise KeyboardInterrupt  # a second signal: out at once, the reply with it
+        self.by = signal.Signals(signum)
+        self.cancel.set()
+
+    @property
+    def code(self) -> int:
+        """The exit status of a process the signal ended: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + int(self.by or 0)
+
+    def line(self, kept: str) -> str:
+        """What the run says as it ends: the signal, and where the reply so far is kept."""
+        return f"stopped by {self.by.name if self.by else 'a signal'}" + (f"; {kept}" if kept else "")
+
+
+@contextmanager
+def stopped_by_signals() -> Iterator[Stopped]:
+    """While a reply is decoded, a signal stops it instead of the process:
+    what came is printed and recorded as the chat keeps a stopped reply, and
+    the run exits as the signal would have ended it. A second ends it at once."""
+    stopped = Stopped()
+    kept = {s: signal.signal(s, stopped.stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield stopped
+    finally:
+        for s, handler in kept.items():
+            signal.signal(s, handler)

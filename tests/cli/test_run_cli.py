@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from rich.color import Color, ColorSystem
 
+from specchat import paths
+from specchat.history.database import History
 from specchat.themes import SPEC_DEFAULTS
 from tests.support.cli import run_json, specchat
 
@@ -47,6 +53,31 @@ def test_run_on_a_terminal_colours_accepted_and_strikes_rejected(tiny_pair):
     assert f"\x1b[9;{rejected}m" in r.stdout  # rejected drafts, struck through
     lines = r.stdout.strip().splitlines()
     assert lines[-1].count("α") == 1 and "tok/s" in lines[-1] and "(measured)" in lines[-1]
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_mid_reply_stops_it_and_keeps_what_came(tiny_pair, sig, code):
+    """As the chat does with a stopped reply: what came is printed and
+    recorded, a line says what stopped it, and the status is the signal's."""
+    target, _ = map(str, tiny_pair)
+    argv = [sys.executable, "-m", "specchat.cli.main", "run", "Count from 1 to 5000, separated by commas.",
+            "--target", target, "--drafter", "off", "--max-tokens", "4000"]  # fmt: skip
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    try:
+        first = child.stdout.read(8)  # the reply has begun
+        child.send_signal(sig)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == code, err.decode()
+    assert err.decode().splitlines()[-1].startswith(f"stopped by {signal.Signals(sig).name}; the turn is saved")
+    history = History(paths.history_db())
+    (conv,) = history.list()
+    reply = history.load(conv.id).messages[-1]
+    assert reply.finish == "cancelled" and reply.content == (first + out).decode().removesuffix("\n")
+    history.close()
 
 
 def terminal_code(colour: str) -> str:
