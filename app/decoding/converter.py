@@ -5,9 +5,11 @@ makes of a schema, for schema.py, which turns a schema into a grammar:
   it takes (`_honoured`); the other JSON-schema keywords found where it
   looks (`ignored_keywords`) bind nothing. They are named in one warning
   line, and each finished reply is still checked against the whole schema.
-- What it hangs on, refused before it starts (`check_what_hangs`): a
-  repeat count it would write out millions of times, and a pattern whose
-  ']' or '}' closes nothing, on which its pattern reader loops forever.
+- What it hangs on or writes no grammar for, refused before it starts
+  (`check_before_converting`): a repeat count it would write out millions
+  of times, a pattern whose ']' or '}' closes nothing (its pattern reader
+  loops forever on one), and an empty enum, anyOf, oneOf or type list (a
+  rule with nothing in it, which llama.cpp refuses with a log of its own).
 - The layout of what it writes (`dumps_layout`): json.dumps's.
 """
 
@@ -20,10 +22,9 @@ from specchat.errors import SpecchatError
 MAX_REPEATS = 10_000  # a schema's minItems, maxItems, minLength, maxLength: the converter writes out each repeat
 
 
-def check_what_hangs(schema: dict, name: str) -> None:
-    """What the converter would hang on is refused before it starts: a
-    repeat count it would write out millions of times, and a pattern its
-    reader loops on."""
+def check_before_converting(schema: dict, name: str) -> None:
+    """What the converter would hang on, or write no grammar for, is one
+    line before it starts (the module's docstring)."""
     todo = [schema]
     while todo:
         node = todo.pop()
@@ -44,6 +45,13 @@ def check_what_hangs(schema: dict, name: str) -> None:
                     f"{name} has the pattern {pattern!r}, whose {pattern[at]!r} at character {at + 1} closes "
                     "nothing: the grammar converter cannot read it",
                     hint=f"escape it as \\{pattern[at]}, or put it in a class: [{pattern[at]}]",
+                    code=2,
+                )
+            empty = next((key for key in ("enum", "anyOf", "oneOf", "type") if node.get(key) == []), None)
+            if empty is not None:
+                raise SpecchatError(
+                    f"{name} has an empty {empty}: no value can match it",
+                    hint=f"give {empty} at least one choice, or leave it out",
                     code=2,
                 )
             todo.extend(v for k, v in node.items() if k not in ("enum", "const", "default", "examples"))  # data

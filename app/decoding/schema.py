@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat import paths
-from specchat.decoding.converter import check_what_hangs, dumps_layout, ignored_keywords
+from specchat.decoding.converter import check_before_converting, dumps_layout, ignored_keywords
 from specchat.errors import SpecchatError
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a schema or grammar file is read whole: past this it is no grammar to bind
@@ -169,7 +169,7 @@ def schema_spec(schema: object, name: str = "schema") -> GrammarSpec:
         )
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    check_what_hangs(schema, name)
+    check_before_converting(schema, name)
     try:
         gbnf = json_schema_to_gbnf(json.dumps(schema))
     except Exception as err:  # the converter raises plain exceptions for what it cannot express

@@ -128,6 +128,20 @@ def test_a_pattern_with_a_closer_that_opens_nothing_is_one_line_not_a_hang():
         schema_spec({"type": "string", "pattern": fine}, "fine.json")
 
 
+@pytest.mark.parametrize("key, schema", [
+    ("enum", {"enum": []}),
+    ("anyOf", {"anyOf": []}),
+    ("oneOf", {"type": "object", "properties": {"a": {"oneOf": []}}}),
+    ("type", {"type": []}),
+])  # fmt: skip
+def test_an_empty_choice_list_is_one_line_before_llama_cpp_sees_it(key, schema):
+    """The converter wrote a rule with nothing in it, which llama.cpp refused with its own log on stderr."""
+    with pytest.raises(SpecchatError) as err:
+        schema_spec(schema, "s.json")
+    assert err.value.message == f"s.json has an empty {key}: no value can match it"
+    assert err.value.hint == f"give {key} at least one choice, or leave it out"
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab^$.|()[]{}*+?\\,2", max_size=10))
 def test_any_pattern_converts_or_is_refused_in_one_line_and_never_hangs(pattern):
