@@ -101,6 +101,8 @@ markdown = "ctrl+"
 histroy = "f3"
 memory = "ctrl+shift+z, notakey"
 legend = 5
+regenerate = "e"
+stats_panel = "ctrl+o, enter"
 """
 
 
@@ -120,6 +122,10 @@ async def test_keymap_entries_it_cannot_bind_are_each_named_with_their_line(tmp_
                 f"{path}, line 7: keymap.markdown: 'ctrl+' is not a key ({keys_look}); markdown keeps f5",
                 f"{path}, line 8: keymap.histroy is not the id of any key; ignored (did you mean history?)",
                 f"{path}, line 9: keymap.memory: 'notakey' is not a key ({keys_look}); memory keeps f10",
+                f"{path}, line 11: keymap.regenerate: 'e' is a key the prompt types or sends with ({keys_look}); "
+                "regenerate keeps ctrl+r",
+                f"{path}, line 12: keymap.stats_panel: 'enter' is a key the prompt types or sends with ({keys_look}); "
+                "stats_panel keeps f2",
                 loaded.errors[0],
             ]
         )

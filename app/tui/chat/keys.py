@@ -242,4 +242,19 @@ def _problem(name: str, keys: str, defaults: dict[str, str]) -> str | None:
     bad = [key.strip() for key in keys.split(",") if not is_key(key.strip())]
     if bad:
         return f"keymap.{name}: {bad[0]!r} is not a key ({_KEY_EXAMPLES}); {keeps}"
+    typing = [key.strip() for key in keys.split(",") if _types(key.strip())]
+    if typing:
+        return f"keymap.{name}: {typing[0]!r} is a key the prompt types or sends with ({_KEY_EXAMPLES}); {keeps}"
     return None
+
+
+# Keys the prompt needs to edit and send a message; bound to an action, they
+# would run it (and save what it changes) at each keystroke instead.
+_PROMPT_KEYS = {"enter", "tab", "backspace", "delete", "space", "left", "right", "home", "end"}
+
+
+def _types(key: str) -> bool:
+    """A key that types a character or edits the prompt: one printable
+    character (shifted or not), or one of _PROMPT_KEYS alone."""
+    name = key.removeprefix("shift+")
+    return (len(name) == 1 and name.isprintable()) or key in _PROMPT_KEYS
