@@ -26,7 +26,10 @@ def _opened():
 
     history, note = open_history()
     if history is None:
-        raise SpecchatError(f"cannot open the history: {note}", hint="see `specchat --help` for SPECCHAT_HOME")
+        raise SpecchatError(  # the chat goes on without one: the note says so, which is not this command's case
+            note.removesuffix("; chatting without saving"),
+            hint="check that the data folder (SPECCHAT_HOME=DIR moves it) is a folder this user can write",
+        )
     if note:
         typer.echo(safe_text(f"note: {note}"), err=True)
     return history

@@ -55,6 +55,18 @@ def test_history_show_prints_the_conversation_and_an_unknown_id_is_one_line(spec
         assert r.exception is None or isinstance(r.exception, SystemExit)
 
 
+@pytest.mark.parametrize("command", [["history", "list"], ["history", "search", "cats"], ["history", "show", "1"]])
+def test_a_home_that_is_a_file_is_one_line_for_the_history_commands(tmp_path, monkeypatch, command):
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    monkeypatch.setenv("SPECCHAT_HOME", str(home))
+    r = CliRunner().invoke(app, command)
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.stderr.splitlines()[0].startswith(f"error: cannot open the history at {home / 'data' / 'history.sqlite3'} (")
+    assert "chatting" not in r.stderr and r.stderr.count("cannot open the history") == 1
+    assert r.stderr.splitlines()[1] == "hint: check that the data folder (SPECCHAT_HOME=DIR moves it) is a folder this user can write"
+
+
 def test_continue_takes_the_last_conversation_and_an_unknown_id_is_refused(specchat_home):
     first, last = stored()
     history = History(paths.history_db())
