@@ -78,6 +78,22 @@ async def test_f3_searches_and_opens_the_conversation_of_a_match(tmp_path):
         assert [m["content"] for m in app_.chat.session.messages][-1] == "The quick brown cat sleeps all day."
 
 
+async def test_f3_says_when_no_message_holds_the_words(tmp_path):
+    app_ = make_app(tmp_path)
+    stored(app_.conversation.history)
+    async with app_.run_test(size=(140, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("f3")
+        await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "HistoryScreen")
+        await pilot.press("s")
+        await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "TextPrompt")
+        await pilot.press(*"walrus", "enter")
+        await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "HistoryScreen")
+        title = app_.screen.query_one("#history-title")
+        await wait_until(pilot, lambda: str(title.render()).startswith("No message holds “walrus”"))
+        assert app_.screen.query_one("OptionList").option_count == 0
+
+
 def test_a_message_a_branch_copied_is_found_once_in_the_conversation_it_was_written_in(tmp_path):
     history = History(tmp_path / "h.sqlite3")
     cats, _ = stored(history)

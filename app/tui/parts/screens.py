@@ -142,7 +142,10 @@ class HistoryScreen(ModalScreen[int | None]):
             except sqlite3.Error as err:
                 self.notify(f"cannot search the history ({err})", severity="error", timeout=10)
                 return
-            title = f"Messages holding “{text}”  (enter open · s search again)" if text else None
+            if text and not self.found:
+                title = f"No message holds “{text}”  (s search again · esc)"
+            else:
+                title = f"Messages holding “{text}”  (enter open · s search again)" if text else None
             self.query_one("#history-title", Static).update(Content(safe_text(title)) if title else HISTORY_TITLE)
             self.refresh_list()
 
@@ -236,7 +239,8 @@ def conversation_line(c: Conversation, depth: int = 0) -> Content:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated))
     mark = f"└ branch (level {depth}): " if depth > INDENT_MAX else "└ branch: "
     branch = "  " * (min(depth, INDENT_MAX) - 1) + mark if depth else ""
-    return Content(safe_text(f"{branch}{c.title}  ·  {c.n_messages} messages · {c.pair} · {when}"))
+    count = f"{c.n_messages} message" + ("" if c.n_messages == 1 else "s")
+    return Content(safe_text(f"{branch}{c.title}  ·  {count} · {c.pair} · {when}"))
 
 
 class PairPicker(ModalScreen[str | None]):
