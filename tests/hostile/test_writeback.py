@@ -192,6 +192,31 @@ async def test_the_chat_asks_before_writing_through_a_link_and_keeps_the_link(fo
     assert (folder / "calc.py").is_symlink() and (folder / "src" / "calc.py").read_text() == NEW
 
 
+async def test_a_reply_whose_code_is_under_half_the_file_is_asked_about_as_maybe_a_part(folder):
+    """A snippet like the file is offered as its rewrite; the question says
+    what writing it would do to the rest."""
+    whole = OLD + "".join(f"\n\ndef f{n}(x):\n    return x + {n}\n" for n in range(2))  # 5 + 8 lines
+    (folder / "src" / "calc.py").write_text(whole)
+    app = make_app(folder / "data")
+    async with app.run_test(size=(200, 40)) as pilot:
+        await ready(pilot)
+        await enter(pilot, "/file src/calc.py")
+        await wait_until(pilot, lambda: app.chat.attachments)
+        await send(pilot, "Rename items to values in total only.")
+        reply_says(app, f"```python\n{NEW}```")
+        await pilot.press("f9")
+        await wait_until(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.changes is not None)
+        await pilot.press("w")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmWrite))
+        asked = str(app.screen.query_one(Static).render())
+        assert asked == (
+            "Write 5 lines to src/calc.py (it has 13: the reply's code may be a part of it, not the whole file), "
+            "replacing it?  (y / n)"
+        )
+        await pilot.press("n")
+    assert (folder / "src" / "calc.py").read_text() == whole
+
+
 def test_a_link_is_written_through_to_the_file_it_leads_to(folder):
     (folder / "calc.py").symlink_to("src/calc.py")
     written = write(rewrite("calc.py"))

@@ -44,7 +44,10 @@ class ConfirmWrite(ModalScreen[bool]):
         link = os.path.abspath(os.path.expanduser(f.name)) != str(f.path)
         where = f"{f.name} (a link: the file it leads to, {f.path})" if link else f.name
         with Vertical(classes="dialog"):
-            yield Static(Content(safe_text(f"Write {self.rw.lines} lines to {where}, replacing it?  (y / n)")))
+            part = ""  # a snippet that only looks like the file would replace all of it
+            if self.rw.lines < f.lines / 2:
+                part = f" (it has {f.lines}: the reply's code may be a part of it, not the whole file)"
+            yield Static(Content(safe_text(f"Write {self.rw.lines} lines to {where}{part}, replacing it?  (y / n)")))
 
 
 class DiffScreen(ModalScreen[Attachment | None]):
