@@ -375,9 +375,9 @@ def too_long(prompt: int, system: int, room: int, n_ctx: int) -> SpecchatError:
     if system + room > n_ctx:
         return SpecchatError(
             f"the system prompt alone is {system} tokens of the context's {n_ctx}",
-            hint="shorten it (/system in the chat, --system for run) or raise the context (--ctx, ctx in settings.toml)",
+            hint="shorten it (/system in the chat, --system for run) or raise the context (ctx in settings.toml, --ctx for run)",
         )
     return SpecchatError(
         f"the prompt is {prompt} tokens; the context holds {n_ctx}",
-        hint="shorten the message or raise the context (--ctx, ctx in settings.toml)",
+        hint="shorten the message or raise the context (ctx in settings.toml, --ctx for run)",
     )

@@ -300,5 +300,5 @@ async def test_the_chat_says_the_system_prompt_is_too_long(tmp_path):
         await wait_until(pilot, lambda: any(n.title == "generation failed" for n in app._notifications))
         failed = [n.message for n in app._notifications if n.title == "generation failed"]
         assert failed == [f"the system prompt alone is {len(BIG)} tokens of the context's 4096 (shorten it "
-                          "(/system in the chat, --system for run) or raise the context (--ctx, ctx in settings.toml)); "
+                          "(/system in the chat, --system for run) or raise the context (ctx in settings.toml, --ctx for run)); "
                           "your message is back in the prompt"]  # fmt: skip
