@@ -189,7 +189,7 @@ def _custom_text(path: Path) -> str | None:
     be kept with the user's dotfiles). SpecchatError where it is no pairs file."""
     try:
         raw = paths.read_regular(path, MAX_PAIRS_BYTES, follow_links=True)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no file there (the folder is a file: said where it is made)
         return None
     except paths.NotRegularFile:
         raise SpecchatError(f"{path} is not a regular file", hint="fix or delete that file") from None
