@@ -86,8 +86,9 @@ class Dialogue(Generic[TurnT]):
         goes to on_round as it is decoded; `cancel` stops the turn; on_idle
         is called while the source is silent (a server's stream; a local
         model never is), so a feed that batches shows what came. A turn
-        that fails leaves the messages as they were, the older turns a
-        prompt too long for the context would have dropped included."""
+        that fails before its reply is there leaves the messages as they
+        were, the older turns a prompt too long for the context would have
+        dropped included."""
         with self._as_they_were_on_failure():
             self._messages = answered(self._messages)  # a message whose reply failed is not in the prompt
             self._messages.append({"role": "user", "content": user_text})
@@ -118,12 +119,16 @@ class Dialogue(Generic[TurnT]):
 
     @contextmanager
     def _as_they_were_on_failure(self) -> Iterator[None]:
-        """The messages as they were before, where the turn inside raises."""
+        """The messages as they were before, where the turn inside raises
+        before its reply is there. A reply it added stays, with its message:
+        it was shown (a server's, whose figures were refused after it came)."""
         before = list(self._messages)  # each message is replaced, never changed in place
         try:
             yield
         except BaseException:
-            self._messages = before
+            last = self._messages[-1] if self._messages else None
+            if last is None or last["role"] != "assistant" or any(m is last for m in before):
+                self._messages = before
             raise
 
     def _generate(self, on_round, cancel, on_idle) -> TurnT:
