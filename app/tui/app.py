@@ -29,7 +29,7 @@ from specchat.tui.chat.panels import measuring_note
 from specchat.tui.chat.schemabind import SchemaBinder, SchemaBound
 from specchat.tui.chat.stream import Pacer
 from specchat.tui.ending import REPLY_WAITS, Ending
-from specchat.tui.parts.screens import PairPicker, PullScreen
+from specchat.tui.parts.pairscreens import PairPicker, PullScreen
 from specchat.tui.state.controller import ChatController, Notice
 from specchat.tui.state.conversation import Conversation
 from specchat.tui.state.models import Session
