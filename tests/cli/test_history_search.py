@@ -56,19 +56,23 @@ def test_the_search_command(specchat_home):
     assert r.exit_code == 1 and r.stdout.strip() == "no stored message holds “walrus”"
 
 
+async def search_in_f3(pilot, words: str) -> None:
+    """F3, then s, the words typed and Enter: the history lists what it found."""
+    app_ = pilot.app
+    await pilot.press("f3")
+    await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "HistoryScreen")
+    await pilot.press("s")
+    await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "TextPrompt")
+    await pilot.press(*words, "enter")
+    await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "HistoryScreen")
+
+
 async def test_f3_searches_and_opens_the_conversation_of_a_match(tmp_path):
     app_ = make_app(tmp_path)
     cats, _ = stored(app_.conversation.history)
     async with app_.run_test(size=(140, 40)) as pilot:
         await ready(pilot)
-        await pilot.press("f3")
-        await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "HistoryScreen")
-        await pilot.press("s")
-        await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "TextPrompt")
-        for key in "sleeps":
-            await pilot.press(key)
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "HistoryScreen")
+        await search_in_f3(pilot, "sleeps")
         options = app_.screen.query_one("OptionList")
         await wait_until(pilot, lambda: options.option_count == 1)
         assert "«sleeps»" in str(options.get_option_at_index(0).prompt)
@@ -83,12 +87,7 @@ async def test_f3_says_when_no_message_holds_the_words(tmp_path):
     stored(app_.conversation.history)
     async with app_.run_test(size=(140, 40)) as pilot:
         await ready(pilot)
-        await pilot.press("f3")
-        await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "HistoryScreen")
-        await pilot.press("s")
-        await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "TextPrompt")
-        await pilot.press(*"walrus", "enter")
-        await wait_until(pilot, lambda: app_.screen.__class__.__name__ == "HistoryScreen")
+        await search_in_f3(pilot, "walrus")
         title = app_.screen.query_one("#history-title")
         await wait_until(pilot, lambda: str(title.render()).startswith("No message holds “walrus”"))
         assert app_.screen.query_one("OptionList").option_count == 0

@@ -150,18 +150,25 @@ def test_bench_and_attach_refuse_the_same_link_by_one_rule(folder, tmp_path):
 # --- the file as it was attached ------------------------------------------------------------
 
 
+async def write_asked(pilot, name: str, ask: str) -> None:
+    """`name` attached with /file and `ask` sent; the reply gives NEW, F9
+    shows its diff, and w asks to write it back."""
+    app = pilot.app
+    await enter(pilot, f"/file {name}")
+    await wait_until(pilot, lambda: app.chat.attachments)
+    await send(pilot, ask)
+    reply_says(app, f"```python\n{NEW}```")
+    await pilot.press("f9")
+    await wait_until(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.changes is not None)
+    await pilot.press("w")
+
+
 async def test_a_read_only_file_is_refused_before_asking(folder):
     (folder / "src" / "calc.py").chmod(0o444)
     app = make_app(folder / "data")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await enter(pilot, "/file src/calc.py")
-        await wait_until(pilot, lambda: app.chat.attachments)
-        await send(pilot, "Rename items to values.")
-        reply_says(app, f"```python\n{NEW}```")
-        await pilot.press("f9")
-        await wait_until(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.changes is not None)
-        await pilot.press("w")
+        await write_asked(pilot, "src/calc.py", "Rename items to values.")
         said = "src/calc.py is read-only (make it writable (chmod u+w) first, or leave it be)"
         await wait_until(pilot, lambda: said in notices(app))
         assert not isinstance(app.screen, ConfirmWrite)
@@ -174,13 +181,7 @@ async def test_the_chat_asks_before_writing_through_a_link_and_keeps_the_link(fo
     app = make_app(folder / "data")
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(pilot)
-        await enter(pilot, "/file calc.py")
-        await wait_until(pilot, lambda: app.chat.attachments)
-        await send(pilot, "Rename items to values.")
-        reply_says(app, f"```python\n{NEW}```")
-        await pilot.press("f9")
-        await wait_until(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.changes is not None)
-        await pilot.press("w")
+        await write_asked(pilot, "calc.py", "Rename items to values.")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmWrite))
         asked = str(app.screen.query_one(Static).render())
         assert (
@@ -200,13 +201,7 @@ async def test_a_reply_whose_code_is_under_half_the_file_is_asked_about_as_maybe
     app = make_app(folder / "data")
     async with app.run_test(size=(200, 40)) as pilot:
         await ready(pilot)
-        await enter(pilot, "/file src/calc.py")
-        await wait_until(pilot, lambda: app.chat.attachments)
-        await send(pilot, "Rename items to values in total only.")
-        reply_says(app, f"```python\n{NEW}```")
-        await pilot.press("f9")
-        await wait_until(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.changes is not None)
-        await pilot.press("w")
+        await write_asked(pilot, "src/calc.py", "Rename items to values in total only.")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmWrite))
         asked = str(app.screen.query_one(Static).render())
         assert asked == (
